@@ -1,0 +1,91 @@
+// bigbatch: the command-line interface.
+//
+//   bigbatch train CONFIG.toml [--set key=value]... [--run-dir DIR] [--overwrite]
+//   bigbatch keys [--markdown]
+//
+// Every error a user can cause ends with a one-line message naming the problem
+// and the fix, and exit status 1 (2 for a malformed command line).
+#include <CLI/CLI.hpp>
+
+#include <cstdio>
+#include <iostream>
+
+#include "bigbatch/common/error.h"
+#include "bigbatch/train/config_schema.h"
+#include "bigbatch/train/trainer.h"
+#include "process_env.h"
+
+namespace {
+
+int runTrain(const std::string& configPath, const std::vector<std::string>& sets,
+             const std::string& runDir, bool overwrite, bool quiet, bool verbose) {
+  bigbatch::Config config = bigbatch::defaultTrainingConfig();
+  config.mergeFile(configPath);
+  for (const auto& s : sets) config.set(s);
+  bigbatch::TrainOptions options;
+  options.configPath = configPath;
+  options.runDir = runDir;
+  options.overwrite = overwrite;
+  options.verbosity = quiet     ? bigbatch::Verbosity::kQuiet
+                      : verbose ? bigbatch::Verbosity::kVerbose
+                                : bigbatch::Verbosity::kNormal;
+  bigbatch::TrainResult result = bigbatch::train(config, options);
+  (void)result;
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bigbatch::ensureProcessEnvironment(argc, argv);
+
+  CLI::App app{"bigbatch: data-parallel large-batch training on libtorch + MPI"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "bigbatch 0.1.0");
+
+  auto* train = app.add_subcommand("train", "train a model from a TOML recipe (see configs/)");
+  std::string configPath;
+  std::vector<std::string> sets;
+  std::string runDir;
+  bool overwrite = false, quiet = false, verbose = false;
+  train->add_option("config", configPath, "TOML recipe, e.g. configs/default.toml")
+      ->required()
+      ->check(CLI::ExistingFile);
+  train->add_option("--set", sets,
+                    "override one config key, e.g. --set optim.lr=0.2 (repeatable; "
+                    "`bigbatch keys` lists every key)");
+  train->add_option("--run-dir", runDir,
+                    "run directory (default: run.dir, else runs/<config stem>-<UTC timestamp>)");
+  train->add_flag("--overwrite", overwrite,
+                  "reuse a run directory that already holds a run (default: refuse)");
+  train->add_flag("-q,--quiet", quiet, "print only errors and warnings (default: off)");
+  train->add_flag("-v,--verbose", verbose, "print debug messages (default: off)");
+
+  auto* keys = app.add_subcommand("keys", "list every config key with its type, default and range");
+  bool markdown = false;
+  keys->add_flag("--markdown", markdown, "print a Markdown table (default: plain text)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+
+  try {
+    if (*train) return runTrain(configPath, sets, runDir, overwrite, quiet, verbose);
+    if (*keys) {
+      std::cout << bigbatch::describeConfigSchema(bigbatch::trainingConfigSchema(), markdown);
+      return 0;
+    }
+  } catch (const bigbatch::Error& e) {
+    std::fprintf(stderr, "bigbatch: error: %s\n", e.what());
+    return 1;
+  } catch (const c10::Error& e) {
+    std::fprintf(stderr, "bigbatch: libtorch error: %s\n", e.what_without_backtrace());
+    return 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bigbatch: error: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

@@ -1,0 +1,27 @@
+# Helpers shared by every module's CMakeLists.
+
+function(bigbatch_apply_flags target)
+  target_compile_options(${target} PRIVATE -Wall -Wextra -Wno-unused-parameter)
+  if(NOT target STREQUAL "bigbatch_pch")
+    target_precompile_headers(${target} REUSE_FROM bigbatch_pch)
+  endif()
+endfunction()
+
+# bigbatch_module(NAME SOURCES... DEPS ...): one static library per src/ folder.
+function(bigbatch_module name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(bigbatch_${name} STATIC ${ARG_SOURCES})
+  target_include_directories(bigbatch_${name} PUBLIC ${PROJECT_SOURCE_DIR}/include)
+  target_link_libraries(bigbatch_${name} PUBLIC torch ${ARG_DEPS})
+  bigbatch_apply_flags(bigbatch_${name})
+endfunction()
+
+# bigbatch_test(NAME SOURCES... DEPS ...): a GoogleTest binary registered with CTest.
+function(bigbatch_test name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  add_executable(${name} ${ARG_SOURCES})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main bigbatch_malloc)
+  bigbatch_apply_flags(${name})
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
+                       PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "BIGBATCH_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()

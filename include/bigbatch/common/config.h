@@ -1,0 +1,75 @@
+// A typed, schema-checked key/value configuration read from TOML.
+//
+// The schema (one ConfigField per dotted key, with type, default, range and
+// help) is the single place where tunables live; files and `--set key=value`
+// overrides are checked against it, and an unknown key, a wrong type or an
+// out-of-range value is an InvalidArgument naming the key and what is allowed.
+// Not thread-safe for writes; concurrent reads of a const Config are fine.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+namespace bigbatch {
+
+enum class ConfigType { kInt, kFloat, kBool, kString, kIntList, kFloatList };
+
+using ConfigValue = std::variant<int64_t, double, bool, std::string, std::vector<int64_t>,
+                                 std::vector<double>>;
+
+struct ConfigField {
+  std::string key;  // dotted: "section.name"
+  ConfigType type;
+  ConfigValue defaultValue;
+  std::string help;
+  std::optional<double> min;         // inclusive bound for numbers and list elements
+  std::optional<double> max;         // inclusive bound
+  std::vector<std::string> choices;  // allowed values of a string field (empty: any)
+};
+
+const char* configTypeName(ConfigType type);
+std::string formatConfigValue(const ConfigValue& value);
+
+class Config {
+ public:
+  explicit Config(std::vector<ConfigField> schema);
+
+  // Overlays a TOML document on the current values; `origin` names it in errors.
+  void mergeToml(const std::string& tomlText, const std::string& origin);
+  void mergeFile(const std::string& path);
+  // Applies one `key=value` override; the value is read as a TOML value, and
+  // a bare word is accepted for string fields.
+  void set(const std::string& assignment);
+
+  int64_t getInt(const std::string& key) const;
+  double getFloat(const std::string& key) const;
+  bool getBool(const std::string& key) const;
+  const std::string& getString(const std::string& key) const;
+  std::vector<int64_t> getIntList(const std::string& key) const;
+  std::vector<double> getFloatList(const std::string& key) const;
+
+  // True when the value was given by a file or override rather than defaulted.
+  bool isSet(const std::string& key) const;
+
+  // Sets a value programmatically (checked like any other).
+  void setValue(const std::string& key, ConfigValue value, const std::string& origin = "code");
+
+  // The full resolved configuration as TOML, sections in schema order.
+  std::string toToml() const;
+  const std::vector<ConfigField>& schema() const { return schema_; }
+
+ private:
+  const ConfigField& field(const std::string& key, const std::string& origin) const;
+  const ConfigValue& value(const std::string& key, ConfigType type) const;
+
+  std::vector<ConfigField> schema_;
+  std::map<std::string, size_t> index_;
+  std::map<std::string, ConfigValue> values_;
+  std::map<std::string, bool> explicit_;
+};
+
+}  // namespace bigbatch

@@ -1,0 +1,21 @@
+// Levelled logging prefixed with the rank (spdlog underneath).
+//
+// Only rank 0 speaks to humans by default: other ranks log at warning and
+// above. Thread-safe (spdlog's _mt sinks). MLPerf lines do not go through here
+// but through MlperfLogger.
+#pragma once
+
+#include <spdlog/spdlog.h>
+
+#include <string>
+
+namespace bigbatch {
+
+enum class Verbosity { kQuiet, kNormal, kVerbose };
+
+// Sets the rank prefix and level; call once after the rank is known.
+void initLogging(int rank, Verbosity verbosity = Verbosity::kNormal);
+
+spdlog::logger& log();
+
+}  // namespace bigbatch

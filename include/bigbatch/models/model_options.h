@@ -1,0 +1,44 @@
+// Options shared by the model builders, and the factory that builds a model
+// by name ("cnn", "resnet", "resnet50") from them.
+//
+// Parameter and buffer names follow PyTorch/torchvision conventions
+// (`layer1.0.conv1.weight`, `bn1.running_mean`, `fc.bias`) so state dicts
+// move between bigbatch and Python. Building is not thread-safe (it draws
+// from the global libtorch RNG, seeded by the caller).
+#pragma once
+
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+namespace bigbatch {
+
+struct ModelOptions {
+  std::string name = "cnn";
+  std::vector<int64_t> widths = {16, 32, 64};  // channels per stage
+  std::vector<int64_t> blocks = {2, 2, 1};     // conv layers (cnn) or residual blocks per stage
+  int64_t inChannels = 1;
+  int64_t numClasses = 10;
+  double bnMomentum = 0.1;  // PyTorch convention: running = (1-m)·running + m·batch
+  double bnEps = 1e-5;
+  bool zeroInitResidual = true;  // γ = 0 in the last BN of each residual block (Goyal et al. 2017)
+};
+
+// A model is a torch::nn::Module whose forward maps [B,C,H,W] to logits [B,K].
+class ImageClassifierImpl : public torch::nn::Module {
+ public:
+  virtual torch::Tensor forward(torch::Tensor x) = 0;
+};
+
+std::shared_ptr<ImageClassifierImpl> buildModel(const ModelOptions& options);
+
+int64_t countParameters(torch::nn::Module& module);
+
+// Conv weights: He-normal, fan-out (He et al. 2015, as torchvision's ResNet);
+// BN: γ = 1, β = 0.
+void initConvAndBn(torch::nn::Module& module);
+
+torch::nn::BatchNorm2d makeBatchNorm(int64_t channels, const ModelOptions& options);
+
+}  // namespace bigbatch

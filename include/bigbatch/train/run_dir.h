@@ -1,0 +1,36 @@
+// The directory a training run writes: the resolved config (config.toml),
+// mlperf.log, metrics.csv (one row per epoch) and summary.json. Only rank 0
+// owns one. Not thread-safe: the trainer thread writes it.
+#pragma once
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace bigbatch {
+
+class RunDir {
+ public:
+  // Creates `path` (and parents). Refuses a directory that already holds a
+  // run (summary.json or mlperf.log) unless `overwrite`, so nothing is lost.
+  RunDir(std::string path, bool overwrite);
+
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const;
+
+  void writeText(const std::string& name, const std::string& text) const;
+  // Writes JSON atomically (temp file, then rename).
+  void writeJson(const std::string& name, const nlohmann::ordered_json& value) const;
+
+  // metrics.csv: the header is written once, then one row per call.
+  void appendMetrics(const std::vector<std::string>& columns,
+                     const std::vector<std::string>& values);
+
+ private:
+  std::string path_;
+  std::ofstream metrics_;
+};
+
+}  // namespace bigbatch

@@ -1,0 +1,82 @@
+#include "bigbatch/data/dataset.h"
+
+#include <filesystem>
+
+#include "bigbatch/common/error.h"
+#include "bigbatch/data/idx_reader.h"
+
+namespace bigbatch {
+namespace {
+
+// Finds "<stem>" or "<stem>.gz" in dir.
+std::string findIdx(const std::string& dir, const std::string& stem) {
+  namespace fs = std::filesystem;
+  for (const std::string& candidate : {stem + ".gz", stem}) {
+    fs::path p = fs::path(dir) / candidate;
+    if (fs::exists(p)) return p.string();
+  }
+  BIGBATCH_THROW(IoError,
+                 "Fashion-MNIST file '{}[.gz]' not found in '{}'; install it with "
+                 "`apt-get install dataset-fashion-mnist` or set data.path to a directory "
+                 "holding the four IDX files",
+                 stem, dir);
+}
+
+}  // namespace
+
+Dataset loadFashionMnist(const std::string& dirIn, const std::string& split) {
+  BIGBATCH_CHECK(split == "train" || split == "test", InvalidArgument,
+                 "split must be 'train' or 'test', got '{}'", split);
+  const std::string dir = dirIn.empty() ? kFashionMnistDefaultDir : dirIn;
+  const std::string prefix = split == "train" ? "train" : "t10k";
+  const std::string imagePath = findIdx(dir, prefix + "-images-idx3-ubyte");
+  const std::string labelPath = findIdx(dir, prefix + "-labels-idx1-ubyte");
+  torch::Tensor images = readIdx(imagePath, 3);
+  torch::Tensor labels = readIdx(labelPath, 1);
+  if (images.size(1) != 28 || images.size(2) != 28) {
+    BIGBATCH_THROW(IoError, "'{}': images are {}x{}, Fashion-MNIST images are 28x28", imagePath,
+                   images.size(1), images.size(2));
+  }
+  if (labels.size(0) != images.size(0)) {
+    BIGBATCH_THROW(IoError, "label count {} in '{}' differs from image count {} in '{}'",
+                   labels.size(0), labelPath, images.size(0), imagePath);
+  }
+  const int64_t maxLabel = labels.max().item<int64_t>();
+  if (maxLabel >= 10) {
+    BIGBATCH_THROW(IoError, "'{}' holds label {}; Fashion-MNIST labels are 0..9", labelPath,
+                   maxLabel);
+  }
+  Dataset d;
+  d.name = "fashion-mnist-" + split;
+  d.images = images.unsqueeze(1).contiguous();
+  d.labels = labels.to(torch::kInt64);
+  d.numClasses = 10;
+  // Mean and standard deviation of the Fashion-MNIST training pixels in [0, 1].
+  d.mean = 0.2860f;
+  d.std = 0.3530f;
+  return d;
+}
+
+Dataset makeSyntheticDataset(int64_t n, int64_t channels, int64_t height, int64_t width,
+                             int64_t numClasses, uint64_t seed) {
+  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  Dataset d;
+  d.name = "synthetic";
+  d.images = torch::randint(0, 256, {n, channels, height, width}, gen,
+                            torch::TensorOptions().dtype(torch::kUInt8));
+  d.labels = torch::randint(0, numClasses, {n}, gen, torch::TensorOptions().dtype(torch::kInt64));
+  d.numClasses = numClasses;
+  d.mean = 0.5f;
+  d.std = 0.29f;
+  return d;
+}
+
+Dataset takeFirst(const Dataset& d, int64_t n) {
+  if (n <= 0 || n >= d.size()) return d;
+  Dataset out = d;
+  out.images = d.images.narrow(0, 0, n);
+  out.labels = d.labels.narrow(0, 0, n);
+  return out;
+}
+
+}  // namespace bigbatch

@@ -1,0 +1,42 @@
+#include "bigbatch/models/small_cnn.h"
+
+#include "bigbatch/common/error.h"
+
+namespace bigbatch {
+
+SmallCnnImpl::SmallCnnImpl(const ModelOptions& options) {
+  BIGBATCH_CHECK(!options.widths.empty() && options.widths.size() == options.blocks.size(),
+                 InvalidArgument,
+                 "model.widths ({} stages) and model.blocks ({} stages) must be non-empty and "
+                 "of equal length",
+                 options.widths.size(), options.blocks.size());
+  int64_t in = options.inChannels;
+  int index = 1;
+  for (size_t s = 0; s < options.widths.size(); ++s) {
+    for (int64_t b = 0; b < options.blocks[s]; ++b) {
+      Layer layer;
+      layer.conv = register_module(
+          "conv" + std::to_string(index),
+          torch::nn::Conv2d(torch::nn::Conv2dOptions(in, options.widths[s], 3).padding(1).bias(false)));
+      layer.bn = register_module("bn" + std::to_string(index),
+                                 makeBatchNorm(options.widths[s], options));
+      layer.poolAfter = (b + 1 == options.blocks[s]) && (s + 1 < options.widths.size());
+      layers_.push_back(layer);
+      in = options.widths[s];
+      ++index;
+    }
+  }
+  fc_ = register_module("fc", torch::nn::Linear(in, options.numClasses));
+  initConvAndBn(*this);
+}
+
+torch::Tensor SmallCnnImpl::forward(torch::Tensor x) {
+  for (auto& layer : layers_) {
+    x = torch::relu(layer.bn(layer.conv(x)));
+    if (layer.poolAfter) x = torch::max_pool2d(x, 2);
+  }
+  x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
+  return fc_(x);
+}
+
+}  // namespace bigbatch

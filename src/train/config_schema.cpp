@@ -1,0 +1,146 @@
+#include "bigbatch/train/config_schema.h"
+
+#include <fmt/format.h>
+
+#include "bigbatch/common/error.h"
+
+namespace bigbatch {
+namespace {
+
+using T = ConfigType;
+using L = std::vector<int64_t>;
+constexpr double kInf = std::numeric_limits<double>::infinity();
+
+ConfigField F(std::string key, T type, ConfigValue def, std::string help,
+              std::optional<double> min = std::nullopt, std::optional<double> max = std::nullopt,
+              std::vector<std::string> choices = {}) {
+  return ConfigField{std::move(key), type, std::move(def), std::move(help), min, max,
+                     std::move(choices)};
+}
+
+}  // namespace
+
+std::vector<ConfigField> trainingConfigSchema() {
+  return {
+      F("run.name", T::kString, std::string(""), "run name; empty: the config file's stem"),
+      F("run.dir", T::kString, std::string(""),
+        "run directory; empty: <run.out_dir>/<run.name>-<UTC timestamp>"),
+      F("run.out_dir", T::kString, std::string("runs"), "parent of automatically named run directories"),
+      F("run.seed", T::kInt, int64_t{1}, "seed of initialisation, data order and augmentation", 0.0,
+        4294967295.0),
+      F("run.threads", T::kInt, int64_t{0},
+        "compute threads per rank; 0: cores / ranks on this host", 0.0, 1024.0),
+
+      F("data.dataset", T::kString, std::string("fashion-mnist"), "training data set", {}, {},
+        {"fashion-mnist", "synthetic"}),
+      F("data.path", T::kString, std::string(""),
+        "directory with the IDX files; empty: /usr/share/datasets/fashion-mnist"),
+      F("data.train_samples", T::kInt, int64_t{0}, "use only the first N training samples; 0: all",
+        0.0, kInf),
+      F("data.eval_samples", T::kInt, int64_t{0}, "use only the first N test samples; 0: all", 0.0,
+        kInf),
+      F("data.flip", T::kBool, true, "random horizontal flip"),
+      F("data.pad_crop", T::kInt, int64_t{0}, "pad by N pixels and crop back at a random offset", 0.0,
+        8.0),
+
+      F("model.name", T::kString, std::string("cnn"), "architecture", {}, {},
+        {"cnn", "resnet", "resnet50"}),
+      F("model.widths", T::kIntList, L{16, 32, 64}, "channels of each stage", 1.0, 4096.0),
+      F("model.blocks", T::kIntList, L{2, 2, 1},
+        "conv layers (cnn) or residual blocks (resnet) per stage", 1.0, 64.0),
+      F("model.bn_momentum", T::kFloat, 0.1,
+        "BatchNorm running-statistics momentum (PyTorch convention)", 0.0, 1.0),
+      F("model.bn_eps", T::kFloat, 1e-5, "BatchNorm epsilon", 1e-12, 1.0),
+      F("model.zero_init_residual", T::kBool, true, "zero γ of each residual block's last BN"),
+      F("model.channels_last", T::kBool, true, "NHWC memory format (faster oneDNN convolutions on CPU)"),
+
+      F("train.batch_size", T::kInt, int64_t{128}, "images per rank per step", 1.0, 1048576.0),
+      F("train.epochs", T::kInt, int64_t{10}, "epoch budget", 1.0, 100000.0),
+      F("train.target_accuracy", T::kFloat, 0.92, "test accuracy (fraction) that ends the run", 0.0,
+        1.0),
+      F("train.stop_at_target", T::kBool, true, "stop as soon as the target is reached"),
+      F("train.eval_every", T::kInt, int64_t{1}, "evaluate every N epochs (and after the last)", 1.0,
+        100000.0),
+      F("train.eval_batch_size", T::kInt, int64_t{1000}, "images per evaluation forward pass", 1.0,
+        1048576.0),
+      F("train.label_smoothing", T::kFloat, 0.0, "label smoothing α: target (1-α)·onehot + α/K", 0.0,
+        0.999),
+
+      F("optim.name", T::kString, std::string("sgd"), "optimizer", {}, {}, {"sgd"}),
+      F("optim.lr", T::kFloat, 0.1, "peak learning rate at the global batch", 0.0, 1e6),
+      F("optim.momentum", T::kFloat, 0.9, "momentum", 0.0, 1.0),
+      F("optim.nesterov", T::kBool, true, "Nesterov momentum"),
+      F("optim.weight_decay", T::kFloat, 5e-4, "L2 weight decay", 0.0, 1.0),
+      F("optim.exclude_bn_bias", T::kBool, true, "no weight decay on BatchNorm parameters and biases"),
+
+      F("schedule.warmup_epochs", T::kFloat, 0.5, "linear warmup length in epochs (fractional)", 0.0,
+        100000.0),
+      F("schedule.warmup_start_factor", T::kFloat, 0.0, "lr at step 0 as a fraction of optim.lr",
+        0.0, 1.0),
+      F("schedule.decay", T::kString, std::string("cosine"), "decay after warmup", {}, {},
+        {"cosine", "poly", "step", "constant"}),
+      F("schedule.end_lr", T::kFloat, 0.0, "lr at the end of the epoch budget (cosine, poly)", 0.0,
+        1e6),
+      F("schedule.poly_power", T::kFloat, 2.0, "power of the polynomial decay", 0.0, 100.0),
+      F("schedule.step_epochs", T::kIntList, L{}, "epochs at which step decay multiplies the lr",
+        0.0, 100000.0),
+      F("schedule.step_gamma", T::kFloat, 0.1, "factor of each step decay", 0.0, 1.0),
+
+      F("mlperf.submission_benchmark", T::kString, std::string("resnet"),
+        "MLPerf benchmark whose key set the log follows"),
+      F("mlperf.submission_org", T::kString, std::string("bigbatch"), "MLPerf submission_org"),
+      F("mlperf.submission_division", T::kString, std::string("open"), "MLPerf submission_division",
+        {}, {}, {"open", "closed"}),
+      F("mlperf.submission_status", T::kString, std::string("onprem"), "MLPerf submission_status",
+        {}, {}, {"onprem", "cloud", "research", "preview", "available"}),
+      F("mlperf.submission_platform", T::kString, std::string(""),
+        "MLPerf submission_platform; empty: <ranks>x<cpu model>"),
+  };
+}
+
+Config defaultTrainingConfig() { return Config(trainingConfigSchema()); }
+
+void validateTrainingConfig(const Config& c) {
+  const auto widths = c.getIntList("model.widths");
+  const auto blocks = c.getIntList("model.blocks");
+  if (c.getString("model.name") != "resnet50" &&
+      (widths.empty() || widths.size() != blocks.size())) {
+    BIGBATCH_THROW(InvalidArgument,
+                   "model.widths has {} stages and model.blocks {}; give both, of equal length",
+                   widths.size(), blocks.size());
+  }
+  if (c.getFloat("schedule.warmup_epochs") > static_cast<double>(c.getInt("train.epochs"))) {
+    BIGBATCH_THROW(InvalidArgument, "schedule.warmup_epochs = {} exceeds train.epochs = {}",
+                   c.getFloat("schedule.warmup_epochs"), c.getInt("train.epochs"));
+  }
+}
+
+std::string describeConfigSchema(const std::vector<ConfigField>& schema, bool markdown) {
+  std::string out;
+  if (markdown) out += "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n";
+  for (const auto& f : schema) {
+    std::string allowed;
+    if (!f.choices.empty()) {
+      allowed = fmt::format("{}", fmt::join(f.choices, ", "));
+    } else if (f.min || f.max) {
+      allowed = fmt::format("{} .. {}", f.min ? formatConfigValue(*f.min) : "-inf",
+                            f.max ? formatConfigValue(*f.max) : "inf");
+    }
+    const std::string type = f.type == ConfigType::kInt        ? "int"
+                             : f.type == ConfigType::kFloat    ? "float"
+                             : f.type == ConfigType::kBool     ? "bool"
+                             : f.type == ConfigType::kString   ? "string"
+                             : f.type == ConfigType::kIntList  ? "int list"
+                                                               : "float list";
+    if (markdown) {
+      out += fmt::format("| `{}` | {} | `{}` | {} | {} |\n", f.key, type,
+                         formatConfigValue(f.defaultValue), allowed, f.help);
+    } else {
+      out += fmt::format("{:<30} {:<7} {:<18} {:<28} {}\n", f.key, type,
+                         formatConfigValue(f.defaultValue), allowed, f.help);
+    }
+  }
+  return out;
+}
+
+}  // namespace bigbatch

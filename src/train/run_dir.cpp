@@ -1,0 +1,60 @@
+#include "bigbatch/train/run_dir.h"
+
+#include <filesystem>
+
+#include <fmt/format.h>
+
+#include "bigbatch/common/error.h"
+
+namespace bigbatch {
+namespace fs = std::filesystem;
+
+RunDir::RunDir(std::string path, bool overwrite) : path_(std::move(path)) {
+  std::error_code ec;
+  if (!overwrite) {
+    for (const char* f : {"summary.json", "mlperf.log", "metrics.csv"}) {
+      if (fs::exists(fs::path(path_) / f)) {
+        BIGBATCH_THROW(InvalidArgument,
+                       "run directory '{}' already holds a run ({} exists); choose another "
+                       "--run-dir, or pass --overwrite to replace it",
+                       path_, f);
+      }
+    }
+  }
+  fs::create_directories(path_, ec);
+  if (ec) {
+    BIGBATCH_THROW(IoError, "cannot create run directory '{}': {}", path_, ec.message());
+  }
+  for (const char* f : {"summary.json", "mlperf.log", "metrics.csv"}) fs::remove(file(f), ec);
+}
+
+std::string RunDir::file(const std::string& name) const { return (fs::path(path_) / name).string(); }
+
+void RunDir::writeText(const std::string& name, const std::string& text) const {
+  const std::string tmp = file(name + ".tmp");
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    if (!out.flush()) BIGBATCH_THROW(IoError, "cannot write '{}'", tmp);
+  }
+  std::error_code ec;
+  fs::rename(tmp, file(name), ec);
+  if (ec) BIGBATCH_THROW(IoError, "cannot rename '{}' to '{}': {}", tmp, file(name), ec.message());
+}
+
+void RunDir::writeJson(const std::string& name, const nlohmann::ordered_json& value) const {
+  writeText(name, value.dump(2) + "\n");
+}
+
+void RunDir::appendMetrics(const std::vector<std::string>& columns,
+                           const std::vector<std::string>& values) {
+  if (!metrics_.is_open()) {
+    metrics_.open(file("metrics.csv"), std::ios::trunc);
+    if (!metrics_) BIGBATCH_THROW(IoError, "cannot write '{}'", file("metrics.csv"));
+    metrics_ << fmt::format("{}\n", fmt::join(columns, ","));
+  }
+  metrics_ << fmt::format("{}\n", fmt::join(values, ","));
+  metrics_.flush();
+}
+
+}  // namespace bigbatch

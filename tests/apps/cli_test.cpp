@@ -1,0 +1,79 @@
+// The CLI as a user drives it: exit codes and messages for bad input.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cstdio>
+#include <fstream>
+#include <memory>
+
+namespace {
+
+struct Outcome {
+  int status;
+  std::string output;
+};
+
+// Runs the bigbatch binary with `args`, capturing stdout and stderr together.
+Outcome run(const std::string& args) {
+  const std::string cmd = std::string(BIGBATCH_BINARY) + " " + args + " 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  int status = pclose(pipe);
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+std::string writeConfig(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+TEST(Cli, HelpListsOptionsWithDefaults) {
+  Outcome o = run("train --help");
+  EXPECT_EQ(o.status, 0);
+  for (const char* s : {"--set", "--run-dir", "--overwrite", "--quiet", "default"}) {
+    EXPECT_NE(o.output.find(s), std::string::npos) << s << "\n" << o.output;
+  }
+}
+
+TEST(Cli, KeysListsEveryKey) {
+  Outcome o = run("keys");
+  EXPECT_EQ(o.status, 0);
+  for (const char* s : {"optim.lr", "train.batch_size", "model.widths", "train.target_accuracy"}) {
+    EXPECT_NE(o.output.find(s), std::string::npos) << s;
+  }
+}
+
+TEST(Cli, UnknownKeyInFileFailsWithHint) {
+  const auto cfg = writeConfig("unknown.toml", "[optim]\nlearning_rate = 0.1\n");
+  Outcome o = run("train " + cfg + " --run-dir " + ::testing::TempDir() + "/cli_unknown");
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_NE(o.output.find("unknown config key 'optim.learning_rate'"), std::string::npos) << o.output;
+}
+
+TEST(Cli, BadOverrideFailsNamingKey) {
+  const auto cfg = writeConfig("ok.toml", "[train]\nepochs = 1\n");
+  Outcome o = run("train " + cfg + " --set train.batch_size=-5 --run-dir " + ::testing::TempDir() +
+                  "/cli_bad");
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_NE(o.output.find("'train.batch_size'"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("out of range"), std::string::npos) << o.output;
+}
+
+TEST(Cli, MissingConfigFileAndUnknownFlag) {
+  EXPECT_NE(run("train /nonexistent.toml").status, 0);
+  EXPECT_NE(run("train --frobnicate").status, 0);
+  EXPECT_NE(run("").status, 0);  // a subcommand is required
+}
+
+TEST(Cli, BadDataPathFailsCleanly) {
+  const auto cfg = writeConfig("nodata.toml", "[data]\npath = \"/nonexistent-data\"\n");
+  Outcome o = run("train " + cfg + " --run-dir " + ::testing::TempDir() + "/cli_nodata --overwrite");
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_NE(o.output.find("apt-get install dataset-fashion-mnist"), std::string::npos) << o.output;
+}
+
+}  // namespace

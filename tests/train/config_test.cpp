@@ -1,0 +1,104 @@
+// Config: schema checks, overrides, and the errors a user sees.
+#include <gtest/gtest.h>
+
+#include "bigbatch/common/config.h"
+#include "bigbatch/common/error.h"
+#include "bigbatch/train/config_schema.h"
+
+namespace bigbatch {
+namespace {
+
+// Asserts that `fn` throws InvalidArgument whose message contains every needle.
+template <typename Fn>
+void expectInvalid(Fn fn, std::initializer_list<const char*> needles) {
+  try {
+    fn();
+    FAIL() << "expected InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    for (const char* n : needles) {
+      EXPECT_NE(std::string(e.what()).find(n), std::string::npos)
+          << "message '" << e.what() << "' lacks '" << n << "'";
+    }
+  }
+}
+
+TEST(Config, DefaultsAndTomlOverlay) {
+  Config c = defaultTrainingConfig();
+  EXPECT_EQ(c.getInt("train.batch_size"), 128);
+  EXPECT_FALSE(c.isSet("optim.lr"));
+  c.mergeToml("[optim]\nlr = 2\n[model]\nwidths = [8, 16]\nblocks = [1, 1]\n", "test.toml");
+  EXPECT_DOUBLE_EQ(c.getFloat("optim.lr"), 2.0);  // an integer is accepted for a float key
+  EXPECT_TRUE(c.isSet("optim.lr"));
+  EXPECT_EQ(c.getIntList("model.widths"), (std::vector<int64_t>{8, 16}));
+}
+
+TEST(Config, SetOverridesParseAsToml) {
+  Config c = defaultTrainingConfig();
+  c.set("optim.lr=0.25");
+  c.set("model.name=resnet");  // bare word for a string key
+  c.set("model.widths=[4,8,16]");
+  c.set("data.flip=false");
+  EXPECT_DOUBLE_EQ(c.getFloat("optim.lr"), 0.25);
+  EXPECT_EQ(c.getString("model.name"), "resnet");
+  EXPECT_EQ(c.getIntList("model.widths"), (std::vector<int64_t>{4, 8, 16}));
+  EXPECT_FALSE(c.getBool("data.flip"));
+}
+
+TEST(Config, UnknownKeyNamesKeyAndSuggestion) {
+  Config c = defaultTrainingConfig();
+  expectInvalid([&] { c.mergeToml("[optim]\nlrr = 0.1\n", "recipe.toml"); },
+                {"recipe.toml", "unknown config key 'optim.lrr'", "did you mean 'optim.lr'"});
+  expectInvalid([&] { c.set("train.bogus=1"); }, {"unknown config key 'train.bogus'"});
+}
+
+TEST(Config, WrongTypeNamesKeyAndType) {
+  Config c = defaultTrainingConfig();
+  expectInvalid([&] { c.mergeToml("[train]\nbatch_size = \"big\"\n", "r.toml"); },
+                {"'train.batch_size'", "an integer", "a string"});
+  expectInvalid([&] { c.set("train.epochs=2.5"); }, {"'train.epochs'", "an integer", "a float"});
+  expectInvalid([&] { c.set("data.flip=maybe"); }, {"'maybe'", "boolean"});
+}
+
+TEST(Config, OutOfRangeAndChoices) {
+  Config c = defaultTrainingConfig();
+  expectInvalid([&] { c.set("train.batch_size=0"); }, {"'train.batch_size'", "out of range", "[1"});
+  expectInvalid([&] { c.set("optim.lr=-1"); }, {"'optim.lr'", "out of range"});
+  expectInvalid([&] { c.set("model.name=vgg"); }, {"'model.name'", "cnn, resnet, resnet50"});
+  expectInvalid([&] { c.set("model.widths=[4,0]"); }, {"'model.widths'", "out of range"});
+  expectInvalid([&] { c.set("nonsense"); }, {"expected key=value"});
+}
+
+TEST(Config, SyntaxErrorNamesFileAndLine) {
+  Config c = defaultTrainingConfig();
+  expectInvalid([&] { c.mergeToml("[train]\nepochs = = 3\n", "bad.toml"); },
+                {"bad.toml:2", "TOML syntax error"});
+}
+
+TEST(Config, MissingFileIsIoError) {
+  Config c = defaultTrainingConfig();
+  EXPECT_THROW(c.mergeFile("/nonexistent/recipe.toml"), IoError);
+}
+
+TEST(Config, CrossKeyValidation) {
+  Config c = defaultTrainingConfig();
+  c.set("model.widths=[4,8]");
+  expectInvalid([&] { validateTrainingConfig(c); }, {"model.widths", "model.blocks"});
+  Config d = defaultTrainingConfig();
+  d.set("train.epochs=2");
+  d.set("schedule.warmup_epochs=3");
+  expectInvalid([&] { validateTrainingConfig(d); }, {"warmup_epochs"});
+}
+
+TEST(Config, ResolvedTomlRoundTrips) {
+  Config c = defaultTrainingConfig();
+  c.set("optim.lr=0.3");
+  c.set("run.name=with \"quotes\"");
+  Config d = defaultTrainingConfig();
+  d.mergeToml(c.toToml(), "resolved.toml");
+  EXPECT_EQ(d.toToml(), c.toToml());
+  EXPECT_DOUBLE_EQ(d.getFloat("optim.lr"), 0.3);
+  EXPECT_EQ(d.getString("run.name"), "with \"quotes\"");
+}
+
+}  // namespace
+}  // namespace bigbatch
