@@ -28,16 +28,14 @@ size_t editDistance(const std::string& a, const std::string& b) {
 }
 
 std::string rangeText(const ConfigField& f) {
-  auto bound = [](const std::optional<double>& v, const char* inf) {
-    return v ? formatConfigValue(ConfigValue(*v)) : std::string(inf);
-  };
-  return fmt::format("[{}, {}]", bound(f.min, "-inf"), bound(f.max, "inf"));
+  return fmt::format("[{}, {}]", formatConfigBound(f, f.min, "-inf"),
+                     formatConfigBound(f, f.max, "inf"));
 }
 
 void checkNumber(const ConfigField& f, double v, const std::string& origin) {
   if (!std::isfinite(v) || (f.min && v < *f.min) || (f.max && v > *f.max)) {
     BIGBATCH_THROW(InvalidArgument, "{}: config key '{}' = {} is out of range; allowed {}",
-                   origin, f.key, formatConfigValue(ConfigValue(v)), rangeText(f));
+                   origin, f.key, formatConfigBound(f, v, "inf"), rangeText(f));
   }
 }
 
@@ -120,6 +118,15 @@ const char* configTypeName(ConfigType type) {
     case ConfigType::kFloatList: return "an array of numbers";
   }
   return "?";
+}
+
+std::string formatConfigBound(const ConfigField& field, const std::optional<double>& bound,
+                              const char* unbounded) {
+  if (!bound || std::isinf(*bound)) return unbounded;
+  if (field.type == ConfigType::kInt || field.type == ConfigType::kIntList) {
+    return std::to_string(static_cast<int64_t>(*bound));
+  }
+  return formatConfigValue(ConfigValue(*bound));
 }
 
 std::string formatConfigValue(const ConfigValue& value) {

@@ -123,8 +123,8 @@ std::string describeConfigSchema(const std::vector<ConfigField>& schema, bool ma
     if (!f.choices.empty()) {
       allowed = fmt::format("{}", fmt::join(f.choices, ", "));
     } else if (f.min || f.max) {
-      allowed = fmt::format("{} .. {}", f.min ? formatConfigValue(*f.min) : "-inf",
-                            f.max ? formatConfigValue(*f.max) : "inf");
+      allowed = fmt::format("{} .. {}", formatConfigBound(f, f.min, "-inf"),
+                            formatConfigBound(f, f.max, "inf"));
     }
     const std::string type = f.type == ConfigType::kInt        ? "int"
                              : f.type == ConfigType::kFloat    ? "float"

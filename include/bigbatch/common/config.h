@@ -33,6 +33,9 @@ struct ConfigField {
 
 const char* configTypeName(ConfigType type);
 std::string formatConfigValue(const ConfigValue& value);
+// A range bound as the field's type prints it ("1", "0.5"); `unbounded` if none.
+std::string formatConfigBound(const ConfigField& field, const std::optional<double>& bound,
+                              const char* unbounded);
 
 class Config {
  public:
