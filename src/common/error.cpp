@@ -5,14 +5,18 @@
 namespace bigbatch {
 namespace {
 std::atomic<int> gRank{0};
+// In-process groups run several ranks as threads of one process: a thread
+// that set its own rank reports it; others fall back to the process's.
+thread_local int tRank = -1;
 }  // namespace
 
 void setErrorRank(int rank) { gRank.store(rank); }
-int errorRank() { return gRank.load(); }
+void setThreadErrorRank(int rank) { tRank = rank; }
+int errorRank() { return tRank >= 0 ? tRank : gRank.load(); }
 
 namespace detail {
 std::string withRank(const std::string& msg) {
-  return fmt::format("[rank {}] {}", gRank.load(), msg);
+  return fmt::format("[rank {}] {}", errorRank(), msg);
 }
 }  // namespace detail
 }  // namespace bigbatch

@@ -45,6 +45,8 @@ class MismatchError : public Error {
 
 // The rank printed in error messages; set once by the communicator at start-up.
 void setErrorRank(int rank);
+// Overrides the rank for the calling thread only (in-process groups).
+void setThreadErrorRank(int rank);
 int errorRank();
 
 namespace detail {

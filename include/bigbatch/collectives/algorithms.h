@@ -1,0 +1,67 @@
+// The allreduce algorithms (see allreduce.h for the contract). Notation:
+// n ranks, S bytes per rank, p = the largest power of two <= n, r = n - p.
+// For non-powers of two the "fold" step pairs ranks 2i and 2i+1 for i < r:
+// the even one sends its S bytes to the odd one and sits out, then receives
+// the result at the end ("unfold"): +2 steps and +S bytes for those ranks.
+#pragma once
+
+#include "bigbatch/collectives/allreduce.h"
+
+namespace bigbatch {
+
+// Ring (Patarasuk & Yuan 2009): reduce-scatter then allgather around the ring.
+// n chunks of S/n bytes; in reduce-scatter step s rank i sends chunk (i-s) to
+// its right neighbour and adds chunk (i-s-1) received from its left; after
+// n-1 steps it owns the sum of chunk (i+1); allgather circulates the sums for
+// n-1 more steps. Each transfer is cut into segments of `segmentBytes`, and
+// the receive of the next segment is posted before the current one is summed.
+// Steps 2(n-1); bytes sent per rank 2·S·(n-1)/n (bandwidth-optimal).
+class RingAllreduce : public Allreduce {
+ public:
+  using Allreduce::Allreduce;
+  const char* name() const override { return "ring"; }
+
+ protected:
+  void reduce(Communicator& comm, void* data, size_t count, DataType type) override;
+};
+
+// Recursive halving-doubling (Rabenseifner 2004): after the fold, log2(p)
+// rounds of recursive halving (exchange half of the current block with the
+// partner at distance p/2, p/4, ..., 1 and add) leave each rank with 1/p of
+// the sum; log2(p) rounds of recursive doubling gather it back.
+// Steps 2·log2(p) (+2 with fold); bytes sent per rank 2·S·(p-1)/p.
+class HalvingDoublingAllreduce : public Allreduce {
+ public:
+  using Allreduce::Allreduce;
+  const char* name() const override { return "halving_doubling"; }
+
+ protected:
+  void reduce(Communicator& comm, void* data, size_t count, DataType type) override;
+};
+
+// Recursive doubling: after the fold, log2(p) rounds exchanging the whole
+// buffer with the partner at distance 1, 2, 4, ... and adding.
+// Steps log2(p) (+2 with fold); bytes sent per rank S·log2(p). Fewest steps:
+// the choice for small messages, where latency dominates.
+class RecursiveDoublingAllreduce : public Allreduce {
+ public:
+  using Allreduce::Allreduce;
+  const char* name() const override { return "recursive_doubling"; }
+
+ protected:
+  void reduce(Communicator& comm, void* data, size_t count, DataType type) override;
+};
+
+// MPI's own MPI_Allreduce (the reference every algorithm is measured
+// against); 16-bit types use a user-defined MPI_Op that sums in fp32.
+// Requires an MpiCommunicator. MPI_Allreduce has no deadline of its own.
+class MpiAllreduce : public Allreduce {
+ public:
+  using Allreduce::Allreduce;
+  const char* name() const override { return "mpi"; }
+
+ protected:
+  void reduce(Communicator& comm, void* data, size_t count, DataType type) override;
+};
+
+}  // namespace bigbatch

@@ -1,0 +1,54 @@
+// Allreduce: in-place elementwise sum of a buffer across every rank of a
+// Communicator. Each algorithm is a small class behind this interface; its
+// header comment gives its steps and bytes on the wire (n ranks, S bytes).
+// Low-precision types (bfloat16, float16) are summed in fp32 and rounded once
+// per hop. Any count (0, 1, primes) and any world size are supported.
+//
+// Threading: run() is called by one thread per rank (the communication
+// thread in training); an algorithm object holds no per-call state.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bigbatch/comm/communicator.h"
+
+namespace bigbatch {
+
+struct AllreduceOptions {
+  size_t segmentBytes = 256 * 1024;  // pipelining unit of the ring (bytes)
+  bool checkSignature = true;        // verify all ranks passed the same count and type
+};
+
+class Allreduce {
+ public:
+  explicit Allreduce(AllreduceOptions options) : options_(options) {}
+  virtual ~Allreduce() = default;
+  virtual const char* name() const = 0;
+
+  // Sums `count` elements of `type` at `data` over all ranks, in place.
+  // Ranks that pass different counts or types get MismatchError on every rank.
+  void run(Communicator& comm, void* data, size_t count, DataType type);
+
+ protected:
+  virtual void reduce(Communicator& comm, void* data, size_t count, DataType type) = 0;
+  AllreduceOptions options_;
+};
+
+// Names: "ring", "halving_doubling", "recursive_doubling", "mpi".
+std::unique_ptr<Allreduce> makeAllreduce(const std::string& name,
+                                         AllreduceOptions options = AllreduceOptions{});
+std::vector<std::string> allreduceNames();
+
+// dst[i] += src[i] for `count` elements (fp32 accumulation for 16-bit types).
+void sumInto(DataType type, void* dst, const void* src, size_t count);
+
+// Every rank learns the element-wise maximum of `values` (recursive doubling).
+void allreduceMaxInt64(Communicator& comm, int64_t* values, size_t count, int tag);
+
+// Throws MismatchError on every rank unless all ranks passed the same
+// (operation, count, type). One recursive-doubling exchange of 48 bytes.
+void checkSameSignature(Communicator& comm, int64_t operation, size_t count, DataType type);
+
+}  // namespace bigbatch

@@ -1,0 +1,82 @@
+// Communicator: the point-to-point and group operations every collective
+// algorithm is built from, independent of the transport.
+//
+// Two implementations: MpiCommunicator (OpenMPI, one process per rank) and
+// InProcessCommunicator (N threads of one process are N ranks; for fast,
+// deterministic unit tests). Threading contract: one Communicator object is
+// used by one thread at a time (the caller serialises; in training that is
+// the communication thread). Every blocking wait honours timeoutMs(): a peer
+// that does not answer in time raises TimeoutError naming that peer, and an
+// error notice posted by a peer (see postError) raises MismatchError on
+// every rank that is waiting, instead of a hang.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace bigbatch {
+
+enum class DataType : uint8_t { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2, kInt64 = 3, kUInt8 = 4 };
+
+size_t elementSize(DataType type);
+const char* dataTypeName(DataType type);
+
+// A pending non-blocking send or receive.
+class Request {
+ public:
+  virtual ~Request() = default;
+  // Blocks until complete, the deadline passes (TimeoutError) or a peer posts
+  // an error (MismatchError).
+  virtual void wait() = 0;
+};
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+
+  virtual int rank() const = 0;
+  virtual int size() const = 0;
+  // Ranks on this host, and this rank's index among them.
+  virtual int localRank() const = 0;
+  virtual int localSize() const = 0;
+  // A short label for messages: "MPI" or "in-process".
+  virtual std::string transportName() const = 0;
+
+  virtual std::unique_ptr<Request> isend(const void* data, size_t bytes, int peer, int tag) = 0;
+  // The matching send must carry exactly `bytes`; a different size raises
+  // MismatchError naming both sizes and the peer.
+  virtual std::unique_ptr<Request> irecv(void* data, size_t bytes, int peer, int tag) = 0;
+
+  void send(const void* data, size_t bytes, int peer, int tag);
+  void recv(void* data, size_t bytes, int peer, int tag);
+  // Sends to `dst` and receives from `src` concurrently (no deadlock in rings).
+  void sendrecv(const void* sendData, size_t sendBytes, int dst, void* recvData, size_t recvBytes,
+                int src, int tag);
+
+  // Dissemination barrier (Hensgen et al. 1988) over point-to-point:
+  // ceil(log2 n) rounds of 1-byte messages, each wait under the deadline.
+  virtual void barrier();
+
+  // Ranks with equal `color` form a new communicator, ordered by (key, rank).
+  virtual std::unique_ptr<Communicator> split(int color, int key) = 0;
+  // The ranks on this host (for hierarchical algorithms).
+  std::unique_ptr<Communicator> splitByHost();
+  // Ranks with the same local rank, one per host.
+  std::unique_ptr<Communicator> splitByLocalRank();
+
+  // Tells every other rank that this one failed with `message`; their pending
+  // and future waits raise MismatchError carrying it. Best effort, non-blocking.
+  virtual void postError(const std::string& message) = 0;
+
+  int64_t timeoutMs() const { return timeoutMs_; }
+  void setTimeoutMs(int64_t ms) { timeoutMs_ = ms; }
+
+ protected:
+  // Colour of this rank's host, identical for ranks that share a host.
+  virtual int hostColor() = 0;
+  int64_t timeoutMs_ = 60000;
+};
+
+}  // namespace bigbatch

@@ -1,0 +1,63 @@
+#include "bigbatch/collectives/allreduce.h"
+
+#include <cstring>
+
+#include "bigbatch/collectives/algorithms.h"
+#include "fold.h"
+#include "bigbatch/common/error.h"
+
+namespace bigbatch {
+
+void Allreduce::run(Communicator& comm, void* data, size_t count, DataType type) {
+  if (options_.checkSignature && comm.size() > 1) {
+    checkSameSignature(comm, /*operation=*/1, count, type);
+  }
+  if (comm.size() == 1 || count == 0) return;
+  try {
+    reduce(comm, data, count, type);
+  } catch (const MismatchError& e) {
+    comm.postError(e.what());
+    throw;
+  }
+}
+
+std::unique_ptr<Allreduce> makeAllreduce(const std::string& name, AllreduceOptions options) {
+  if (name == "ring") return std::make_unique<RingAllreduce>(options);
+  if (name == "halving_doubling") return std::make_unique<HalvingDoublingAllreduce>(options);
+  if (name == "recursive_doubling") return std::make_unique<RecursiveDoublingAllreduce>(options);
+  if (name == "mpi") return std::make_unique<MpiAllreduce>(options);
+  BIGBATCH_THROW(InvalidArgument,
+                 "unknown allreduce algorithm '{}'; choose ring, halving_doubling, "
+                 "recursive_doubling or mpi",
+                 name);
+}
+
+std::vector<std::string> allreduceNames() {
+  return {"ring", "halving_doubling", "recursive_doubling", "mpi"};
+}
+
+void allreduceMaxInt64(Communicator& comm, int64_t* values, size_t count, int tag) {
+  recursiveDoubling(comm, values, count * sizeof(int64_t), tag, [&](void* dst, const void* src) {
+    auto* d = static_cast<int64_t*>(dst);
+    const auto* s = static_cast<const int64_t*>(src);
+    for (size_t i = 0; i < count; ++i) d[i] = std::max(d[i], s[i]);
+  });
+}
+
+void checkSameSignature(Communicator& comm, int64_t operation, size_t count, DataType type) {
+  const int64_t mine[3] = {operation, static_cast<int64_t>(count), static_cast<int64_t>(type)};
+  // max(x) == -max(-x) = min(x) exactly when every rank holds the same x.
+  int64_t v[6] = {mine[0], mine[1], mine[2], -mine[0], -mine[1], -mine[2]};
+  allreduceMaxInt64(comm, v, 6, kSignatureTag);
+  if (v[0] != -v[3] || v[1] != -v[4] || v[2] != -v[5]) {
+    BIGBATCH_THROW(MismatchError,
+                   "ranks called a collective with different arguments: this rank passed "
+                   "operation {}, {} elements of {}; across ranks operation spans [{}, {}], count "
+                   "[{}, {}], type [{}, {}]; every rank must pass the same count and type",
+                   mine[0], mine[1], dataTypeName(type), -v[3], v[0], -v[4], v[1],
+                   dataTypeName(static_cast<DataType>(-v[5])),
+                   dataTypeName(static_cast<DataType>(v[2])));
+  }
+}
+
+}  // namespace bigbatch

@@ -1,0 +1,193 @@
+#include "bigbatch/comm/mpi_communicator.h"
+
+#include <sched.h>
+
+#include <chrono>
+#include <climits>
+#include <cstdlib>
+#include <vector>
+
+#include "bigbatch/common/error.h"
+
+namespace bigbatch {
+namespace {
+
+constexpr int kErrorTag = 0x7fff;
+constexpr size_t kErrorMessageMax = 4096;
+
+void ensureMpiInitialised() {
+  int initialised = 0;
+  MPI_Initialized(&initialised);
+  if (initialised) return;
+  int provided = 0;
+  checkMpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+  BIGBATCH_CHECK(provided >= MPI_THREAD_SERIALIZED, Error,
+                 "MPI provides thread level {}, bigbatch needs MPI_THREAD_SERIALIZED ({})",
+                 provided, MPI_THREAD_SERIALIZED);
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  std::atexit([] {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Finalize();
+  });
+}
+
+class MpiRequest : public Request {
+ public:
+  MpiRequest(MpiCommunicator* comm, MPI_Request req, size_t bytes, int peer, int tag, bool isRecv)
+      : comm_(comm), req_(req), bytes_(bytes), peer_(peer), tag_(tag), isRecv_(isRecv) {}
+  ~MpiRequest() override {
+    if (req_ != MPI_REQUEST_NULL) {
+      // Abandoned after an error: cancel so MPI does not write into freed memory.
+      MPI_Cancel(&req_);
+      MPI_Request_free(&req_);
+    }
+  }
+
+  void wait() override {
+    if (req_ == MPI_REQUEST_NULL) return;
+    const auto start = std::chrono::steady_clock::now();
+    const auto deadline = start + std::chrono::milliseconds(comm_->timeoutMs());
+    MPI_Status status;
+    int flag = 0;
+    for (uint64_t spin = 0;; ++spin) {
+      int rc = MPI_Test(&req_, &flag, &status);
+      if (rc != MPI_SUCCESS) {
+        if (isRecv_ && (rc == MPI_ERR_TRUNCATE || status.MPI_ERROR == MPI_ERR_TRUNCATE)) {
+          BIGBATCH_THROW(MismatchError,
+                         "message from rank {} (tag {}) is larger than the {} bytes this rank "
+                         "expected: the ranks called the collective with different sizes or types",
+                         peer_, tag_, bytes_);
+        }
+        checkMpi(rc, isRecv_ ? "MPI_Irecv/MPI_Test" : "MPI_Isend/MPI_Test");
+      }
+      if (flag) break;
+      if ((spin & 63) == 63) {
+        comm_->checkPeerErrors();
+        if (std::chrono::steady_clock::now() > deadline) {
+          BIGBATCH_THROW(TimeoutError,
+                         "rank {} did not {} (tag {}, {} bytes) within {} ms; the peer may have "
+                         "failed, hung, or called another collective",
+                         peer_, isRecv_ ? "send to this rank" : "receive from this rank", tag_,
+                         bytes_, comm_->timeoutMs());
+        }
+        // Oversubscribed ranks (more ranks than cores) must let the peer run.
+        sched_yield();
+      }
+    }
+    req_ = MPI_REQUEST_NULL;
+    if (isRecv_) {
+      int count = 0;
+      MPI_Get_count(&status, MPI_BYTE, &count);
+      if (static_cast<size_t>(count) != bytes_) {
+        BIGBATCH_THROW(MismatchError,
+                       "message from rank {} (tag {}) holds {} bytes, this rank expected {}: the "
+                       "ranks called the collective with different sizes or types",
+                       peer_, tag_, count, bytes_);
+      }
+    }
+  }
+
+ private:
+  MpiCommunicator* comm_;
+  MPI_Request req_;
+  size_t bytes_;
+  int peer_, tag_;
+  bool isRecv_;
+};
+
+}  // namespace
+
+void checkMpi(int rc, const char* call) {
+  if (rc == MPI_SUCCESS) return;
+  char text[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  MPI_Error_string(rc, text, &len);
+  BIGBATCH_THROW(IoError, "{} failed: {} (MPI error {})", call, std::string(text, len), rc);
+}
+
+bool MpiCommunicator::launchedByMpi() {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "MPI_LOCALNRANKS"}) {
+    if (std::getenv(v)) return true;
+  }
+  return false;
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
+  ensureMpiInitialised();
+  auto comm = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false);
+  setErrorRank(comm->rank());
+  return comm;
+}
+
+MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned) : comm_(comm), owned_(owned) {
+  MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN);
+  checkMpi(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+  checkMpi(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+  MPI_Comm local;
+  checkMpi(MPI_Comm_split_type(comm_, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local),
+           "MPI_Comm_split_type");
+  MPI_Comm_rank(local, &localRank_);
+  MPI_Comm_size(local, &localSize_);
+  // A host's colour: the lowest rank on it, the same for all its ranks.
+  checkMpi(MPI_Allreduce(&rank_, &hostColor_, 1, MPI_INT, MPI_MIN, local), "MPI_Allreduce");
+  MPI_Comm_free(&local);
+}
+
+MpiCommunicator::~MpiCommunicator() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (owned_ && !finalized) MPI_Comm_free(&comm_);
+}
+
+std::unique_ptr<Request> MpiCommunicator::isend(const void* data, size_t bytes, int peer, int tag) {
+  BIGBATCH_CHECK(bytes <= static_cast<size_t>(INT_MAX), InvalidArgument,
+                 "one message of {} bytes exceeds MPI's int count; split it", bytes);
+  MPI_Request req;
+  checkMpi(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &req), "MPI_Isend");
+  return std::make_unique<MpiRequest>(this, req, bytes, peer, tag, false);
+}
+
+std::unique_ptr<Request> MpiCommunicator::irecv(void* data, size_t bytes, int peer, int tag) {
+  BIGBATCH_CHECK(bytes <= static_cast<size_t>(INT_MAX), InvalidArgument,
+                 "one message of {} bytes exceeds MPI's int count; split it", bytes);
+  MPI_Request req;
+  checkMpi(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &req), "MPI_Irecv");
+  return std::make_unique<MpiRequest>(this, req, bytes, peer, tag, true);
+}
+
+std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  MPI_Comm out;
+  checkMpi(MPI_Comm_split(comm_, color, key, &out), "MPI_Comm_split");
+  auto c = std::make_unique<MpiCommunicator>(out, true);
+  c->setTimeoutMs(timeoutMs_);
+  return c;
+}
+
+void MpiCommunicator::postError(const std::string& message) {
+  static std::vector<std::string> keepAlive;  // buffers must outlive the sends
+  keepAlive.push_back(message.substr(0, kErrorMessageMax));
+  const std::string& text = keepAlive.back();
+  for (int r = 0; r < size_; ++r) {
+    if (r == rank_) continue;
+    MPI_Request req;
+    if (MPI_Isend(text.data(), static_cast<int>(text.size()), MPI_CHAR, r, kErrorTag, comm_, &req) ==
+        MPI_SUCCESS) {
+      MPI_Request_free(&req);
+    }
+  }
+}
+
+void MpiCommunicator::checkPeerErrors() {
+  int flag = 0;
+  MPI_Status status;
+  MPI_Iprobe(MPI_ANY_SOURCE, kErrorTag, comm_, &flag, &status);
+  if (!flag) return;
+  int count = 0;
+  MPI_Get_count(&status, MPI_CHAR, &count);
+  std::string text(static_cast<size_t>(count), '\0');
+  MPI_Recv(text.data(), count, MPI_CHAR, status.MPI_SOURCE, kErrorTag, comm_, MPI_STATUS_IGNORE);
+  BIGBATCH_THROW(MismatchError, "rank {} failed: {}", status.MPI_SOURCE, text);
+}
+
+}  // namespace bigbatch

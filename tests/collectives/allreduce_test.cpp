@@ -1,0 +1,164 @@
+// Every algorithm x world size 1..8 x element count x type, in-process, with
+// exact rank-derived inputs compared with ==. A tiny segment size drives the
+// ring's multi-segment path without large buffers.
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "bigbatch/collectives/allreduce.h"
+#include "bigbatch/comm/in_process_communicator.h"
+#include "bigbatch/common/error.h"
+#include "test_inputs.h"
+
+namespace bigbatch {
+namespace {
+
+using testing::countWrong;
+using testing::makeInput;
+
+struct Case {
+  std::string algorithm;
+  DataType type;
+};
+
+class AllreduceSweep : public ::testing::TestWithParam<Case> {};
+
+TEST_P(AllreduceSweep, ExactSumsEveryWorldSizeAndCount) {
+  const Case c = GetParam();
+  for (size_t segmentBytes : {size_t{256 * 1024}, size_t{12}}) {
+    AllreduceOptions o;
+    o.segmentBytes = segmentBytes;
+    auto algo = makeAllreduce(c.algorithm, o);
+    for (int n = 1; n <= 8; ++n) {
+      std::vector<size_t> counts = {0, 1, 7, 1000};
+      if (segmentBytes > 12) counts.push_back((1u << 20) + 3);
+      for (size_t count : counts) {
+        std::mutex m;
+        std::vector<std::string> failures;
+        runInProcess(n, [&](Communicator& comm) {
+          auto buf = makeInput(c.type, count, comm.rank());
+          algo->run(comm, buf.data(), count, c.type);
+          std::string first;
+          const size_t wrong = countWrong(c.type, buf, count, n, &first);
+          if (wrong) {
+            std::lock_guard<std::mutex> lock(m);
+            failures.push_back("rank " + std::to_string(comm.rank()) + ": " +
+                               std::to_string(wrong) + " wrong, first at " + first);
+          }
+        });
+        ASSERT_TRUE(failures.empty()) << c.algorithm << " " << dataTypeName(c.type) << " n=" << n
+                                      << " count=" << count << " segment=" << segmentBytes << ": "
+                                      << failures.front();
+      }
+    }
+  }
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const char* a : {"ring", "halving_doubling", "recursive_doubling"}) {
+    for (DataType t : {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16}) {
+      out.push_back({a, t});
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(InProcess, AllreduceSweep, ::testing::ValuesIn(cases()),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return info.param.algorithm + "_" + dataTypeName(info.param.type);
+                         });
+
+TEST(Allreduce, SizeMismatchFailsOnEveryRank) {
+  for (const char* a : {"ring", "halving_doubling", "recursive_doubling"}) {
+    auto algo = makeAllreduce(a);
+    std::mutex m;
+    int mismatches = 0;
+    EXPECT_THROW(runInProcess(3,
+                              [&](Communicator& comm) {
+                                const size_t count = comm.rank() == 1 ? 10 : 12;
+                                std::vector<float> buf(count, 1.f);
+                                try {
+                                  algo->run(comm, buf.data(), count, DataType::kFloat32);
+                                } catch (const MismatchError&) {
+                                  std::lock_guard<std::mutex> lock(m);
+                                  ++mismatches;
+                                  throw;
+                                }
+                              },
+                              0, 5000),
+                 MismatchError)
+        << a;
+    EXPECT_EQ(mismatches, 3) << a << ": every rank must see the mismatch";
+  }
+}
+
+TEST(Allreduce, TypeMismatchFailsOnEveryRank) {
+  auto algo = makeAllreduce("ring");
+  std::atomic<int> mismatches{0};
+  EXPECT_THROW(runInProcess(2,
+                            [&](Communicator& comm) {
+                              // Same byte count, different types: caught by the signature.
+                              std::vector<uint8_t> buf(64);
+                              const DataType t = comm.rank() == 0 ? DataType::kFloat32
+                                                                  : DataType::kFloat16;
+                              try {
+                                algo->run(comm, buf.data(), 64 / elementSize(t), t);
+                              } catch (const MismatchError& e) {
+                                ++mismatches;
+                                EXPECT_NE(std::string(e.what()).find("different arguments"),
+                                          std::string::npos);
+                                throw;
+                              }
+                            },
+                            0, 5000),
+               MismatchError);
+  EXPECT_EQ(mismatches.load(), 2);
+}
+
+TEST(Allreduce, SilentPeerTimesOutNamingIt) {
+  auto algo = makeAllreduce("ring");
+  std::atomic<int> timeouts{0};
+  auto start = std::chrono::steady_clock::now();
+  try {
+    runInProcess(3,
+                 [&](Communicator& comm) {
+                   if (comm.rank() == 2) return;  // never joins the collective
+                   std::vector<float> buf(100, 1.f);
+                   try {
+                     algo->run(comm, buf.data(), buf.size(), DataType::kFloat32);
+                   } catch (const TimeoutError& e) {
+                     ++timeouts;
+                     throw;
+                   }
+                 },
+                 0, 300);
+    FAIL() << "expected an error";
+  } catch (const Error&) {
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(timeouts.load(), 1);
+  EXPECT_LT(s, 5.0);
+}
+
+TEST(Allreduce, UnknownAlgorithmIsInvalidArgument) {
+  EXPECT_THROW(makeAllreduce("tree"), InvalidArgument);
+}
+
+TEST(Communicator, SplitByHostAndLocalRank) {
+  runInProcess(6, [](Communicator& comm) {
+    EXPECT_EQ(comm.localSize(), 3);
+    EXPECT_EQ(comm.localRank(), comm.rank() % 3);
+    auto host = comm.splitByHost();
+    EXPECT_EQ(host->size(), 3);
+    EXPECT_EQ(host->rank(), comm.rank() % 3);
+    auto peers = comm.splitByLocalRank();
+    EXPECT_EQ(peers->size(), 2);
+    EXPECT_EQ(peers->rank(), comm.rank() / 3);
+    EXPECT_EQ(peers->localSize(), 1);
+    peers->barrier();
+  }, /*ranksPerHost=*/3);
+}
+
+}  // namespace
+}  // namespace bigbatch
