@@ -225,6 +225,9 @@ void Config::set(const std::string& assignment) {
     }
     table = toml::table{{"v", text}};  // a bare word for a string field
   }
+  if (f.type == ConfigType::kString && !table.get("v")->is_string()) {
+    table = toml::table{{"v", text}};  // e.g. --set run.name=123 names the run "123"
+  }
   values_[key] = fromNode(f, *table.get("v"), origin);
   explicit_[key] = true;
 }

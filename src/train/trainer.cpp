@@ -223,90 +223,97 @@ TrainResult train(const Config& c, const TrainOptions& o) {
       "epoch", "step", "lr", "train_loss", "train_acc", "test_acc", "epoch_time_s", "img_s",
       "elapsed_s", "data_s", "forward_s", "backward_s", "optimizer_s", "eval_s"};
 
-  for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
-    BIGBATCH_MLLOG_START(ml, mlkey::kBlockStart, {{"first_epoch_num", epoch}, {"epoch_count", 1}});
-    BIGBATCH_MLLOG_START(ml, mlkey::kEpochStart, {{"epoch_num", epoch}});
-    const auto epochStart = Clock::now();
-    const ShardPlan plan = planEpoch(trainData.size(), globalBatch, rank, worldSize, seed, epoch);
-    double dataS = 0, forwardS = 0, backwardS = 0, optimizerS = 0;
-    double lossSum = 0;
-    int64_t correct = 0, seen = 0;
-    double lr = 0;
-    for (int64_t s = 0; s < plan.steps; ++s) {
-      auto t0 = Clock::now();
-      Batch batch = assembleBatch(trainData, plan.batches[s], augment, seed, epoch, channelsLast);
-      auto t1 = Clock::now();
-      torch::Tensor logits = model->forward(batch.images);
-      torch::Tensor loss = torch::nn::functional::cross_entropy(
-          logits, batch.labels,
-          torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(smoothing));
-      auto t2 = Clock::now();
-      optimizer.zeroGrad();
-      loss.backward();
-      auto t3 = Clock::now();
-      lr = schedule.at(static_cast<double>(epoch - 1) + static_cast<double>(s) / plan.steps);
-      optimizer.step(lr);
-      auto t4 = Clock::now();
-      const double lossValue = loss.item<double>();
-      BIGBATCH_CHECK(std::isfinite(lossValue), Error,
-                     "training loss is {} at epoch {} step {}; lower optim.lr or raise "
-                     "schedule.warmup_epochs",
-                     lossValue, epoch, s);
-      lossSum += lossValue * batch.size();
-      correct += logits.argmax(1).eq(batch.labels).sum().item<int64_t>();
-      seen += batch.size();
-      dataS += std::chrono::duration<double>(t1 - t0).count();
-      forwardS += std::chrono::duration<double>(t2 - t1).count();
-      backwardS += std::chrono::duration<double>(t3 - t2).count();
-      optimizerS += std::chrono::duration<double>(t4 - t3).count();
-      ++step;
-    }
-    const double epochTrainS = secondsSince(epochStart);
-    trainSeconds += epochTrainS;
-    trainImages += seen * worldSize;
-    BIGBATCH_MLLOG_END(ml, mlkey::kEpochStop, {{"epoch_num", epoch}});
+  // A run that fails part-way still closes its MLPerf log (status aborted).
+  try {
+    for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
+      BIGBATCH_MLLOG_START(ml, mlkey::kBlockStart, {{"first_epoch_num", epoch}, {"epoch_count", 1}});
+      BIGBATCH_MLLOG_START(ml, mlkey::kEpochStart, {{"epoch_num", epoch}});
+      const auto epochStart = Clock::now();
+      const ShardPlan plan = planEpoch(trainData.size(), globalBatch, rank, worldSize, seed, epoch);
+      double dataS = 0, forwardS = 0, backwardS = 0, optimizerS = 0;
+      double lossSum = 0;
+      int64_t correct = 0, seen = 0;
+      double lr = 0;
+      for (int64_t s = 0; s < plan.steps; ++s) {
+        auto t0 = Clock::now();
+        Batch batch = assembleBatch(trainData, plan.batches[s], augment, seed, epoch, channelsLast);
+        auto t1 = Clock::now();
+        torch::Tensor logits = model->forward(batch.images);
+        torch::Tensor loss = torch::nn::functional::cross_entropy(
+            logits, batch.labels,
+            torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(smoothing));
+        auto t2 = Clock::now();
+        optimizer.zeroGrad();
+        loss.backward();
+        auto t3 = Clock::now();
+        lr = schedule.at(static_cast<double>(epoch - 1) + static_cast<double>(s) / plan.steps);
+        optimizer.step(lr);
+        auto t4 = Clock::now();
+        const double lossValue = loss.item<double>();
+        BIGBATCH_CHECK(std::isfinite(lossValue), Error,
+                       "training loss is {} at epoch {} step {}; lower optim.lr or raise "
+                       "schedule.warmup_epochs",
+                       lossValue, epoch, s);
+        lossSum += lossValue * batch.size();
+        correct += logits.argmax(1).eq(batch.labels).sum().item<int64_t>();
+        seen += batch.size();
+        dataS += std::chrono::duration<double>(t1 - t0).count();
+        forwardS += std::chrono::duration<double>(t2 - t1).count();
+        backwardS += std::chrono::duration<double>(t3 - t2).count();
+        optimizerS += std::chrono::duration<double>(t4 - t3).count();
+        ++step;
+      }
+      const double epochTrainS = secondsSince(epochStart);
+      trainSeconds += epochTrainS;
+      trainImages += seen * worldSize;
+      BIGBATCH_MLLOG_END(ml, mlkey::kEpochStop, {{"epoch_num", epoch}});
 
-    double testAcc = std::nan("");
-    double evalS = 0;
-    const bool evalNow = epoch % c.getInt("train.eval_every") == 0 || epoch == epochs;
-    if (evalNow) {
-      BIGBATCH_MLLOG_START(ml, mlkey::kEvalStart, {{"epoch_num", epoch}});
-      const auto evalStart = Clock::now();
-      testAcc = evaluate(*model, testData, c.getInt("train.eval_batch_size"), channelsLast);
-      evalS = secondsSince(evalStart);
-      BIGBATCH_MLLOG_POINT(ml, mlkey::kEvalAccuracy, testAcc, {{"epoch_num", epoch}});
-      BIGBATCH_MLLOG_END(ml, mlkey::kEvalStop, {{"epoch_num", epoch}});
-      result.finalAccuracy = testAcc;
-      result.bestAccuracy = std::max(result.bestAccuracy, testAcc);
-    }
-    BIGBATCH_MLLOG_END(ml, mlkey::kBlockStop, {{"first_epoch_num", epoch}});
+      double testAcc = std::nan("");
+      double evalS = 0;
+      const bool evalNow = epoch % c.getInt("train.eval_every") == 0 || epoch == epochs;
+      if (evalNow) {
+        BIGBATCH_MLLOG_START(ml, mlkey::kEvalStart, {{"epoch_num", epoch}});
+        const auto evalStart = Clock::now();
+        testAcc = evaluate(*model, testData, c.getInt("train.eval_batch_size"), channelsLast);
+        evalS = secondsSince(evalStart);
+        BIGBATCH_MLLOG_POINT(ml, mlkey::kEvalAccuracy, testAcc, {{"epoch_num", epoch}});
+        BIGBATCH_MLLOG_END(ml, mlkey::kEvalStop, {{"epoch_num", epoch}});
+        result.finalAccuracy = testAcc;
+        result.bestAccuracy = std::max(result.bestAccuracy, testAcc);
+      }
+      BIGBATCH_MLLOG_END(ml, mlkey::kBlockStop, {{"first_epoch_num", epoch}});
 
-    const double trainLoss = lossSum / static_cast<double>(seen);
-    const double trainAcc = static_cast<double>(correct) / static_cast<double>(seen);
-    const double elapsed = secondsSince(runStart);
-    const double imgS = static_cast<double>(seen * worldSize) / epochTrainS;
-    if (epoch == 1) result.firstLoss = trainLoss;
-    result.lastLoss = trainLoss;
-    result.epochs = epoch;
-    result.steps = step;
-    runDir.appendMetrics(columns,
-                         {std::to_string(epoch), std::to_string(step), f6(lr), f6(trainLoss),
-                          f4(trainAcc), evalNow ? f4(testAcc) : "", f4(epochTrainS),
-                          fmt::format("{:.1f}", imgS), f4(elapsed), f4(dataS), f4(forwardS),
-                          f4(backwardS), f4(optimizerS), f4(evalS)});
-    if (!quiet) {
-      fmt::print("epoch {:>3}/{}  loss {:.4f}  train {:6.2f}%  test {}  lr {:.4g}  {:7.0f} img/s  "
-                 "elapsed {:6.1f} s\n",
-                 epoch, epochs, trainLoss, 100 * trainAcc,
-                 evalNow ? fmt::format("{:6.2f}%", 100 * testAcc) : std::string("   -   "), lr,
-                 imgS, elapsed);
-      std::fflush(stdout);
+      const double trainLoss = lossSum / static_cast<double>(seen);
+      const double trainAcc = static_cast<double>(correct) / static_cast<double>(seen);
+      const double elapsed = secondsSince(runStart);
+      const double imgS = static_cast<double>(seen * worldSize) / epochTrainS;
+      if (epoch == 1) result.firstLoss = trainLoss;
+      result.lastLoss = trainLoss;
+      result.epochs = epoch;
+      result.steps = step;
+      runDir.appendMetrics(columns,
+                           {std::to_string(epoch), std::to_string(step), f6(lr), f6(trainLoss),
+                            f4(trainAcc), evalNow ? f4(testAcc) : "", f4(epochTrainS),
+                            fmt::format("{:.1f}", imgS), f4(elapsed), f4(dataS), f4(forwardS),
+                            f4(backwardS), f4(optimizerS), f4(evalS)});
+      if (!quiet) {
+        fmt::print("epoch {:>3}/{}  loss {:.4f}  train {:6.2f}%  test {}  lr {:.4g}  {:7.0f} img/s  "
+                   "elapsed {:6.1f} s\n",
+                   epoch, epochs, trainLoss, 100 * trainAcc,
+                   evalNow ? fmt::format("{:6.2f}%", 100 * testAcc) : std::string("   -   "), lr,
+                   imgS, elapsed);
+        std::fflush(stdout);
+      }
+      if (evalNow && testAcc >= target && !result.reachedTarget) {
+        result.reachedTarget = true;
+        result.timeToTargetS = secondsSince(runStart);
+        if (c.getBool("train.stop_at_target")) break;
+      }
     }
-    if (evalNow && testAcc >= target && !result.reachedTarget) {
-      result.reachedTarget = true;
-      result.timeToTargetS = secondsSince(runStart);
-      if (c.getBool("train.stop_at_target")) break;
-    }
+
+  } catch (...) {
+    BIGBATCH_MLLOG_END(ml, mlkey::kRunStop, {{"status", "aborted"}});
+    throw;
   }
 
   result.trainTimeS = secondsSince(runStart);

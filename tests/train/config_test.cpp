@@ -38,6 +38,8 @@ TEST(Config, SetOverridesParseAsToml) {
   c.set("model.name=resnet");  // bare word for a string key
   c.set("model.widths=[4,8,16]");
   c.set("data.flip=false");
+  c.set("run.name=123");  // digits are a string for a string key
+  EXPECT_EQ(c.getString("run.name"), "123");
   EXPECT_DOUBLE_EQ(c.getFloat("optim.lr"), 0.25);
   EXPECT_EQ(c.getString("model.name"), "resnet");
   EXPECT_EQ(c.getIntList("model.widths"), (std::vector<int64_t>{4, 8, 16}));
