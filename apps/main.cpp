@@ -2,6 +2,7 @@
 //
 //   bigbatch train CONFIG.toml [--set key=value]... [--run-dir DIR] [--overwrite]
 //   bigbatch keys [--markdown]
+//   bigbatch bench allreduce [--min-bytes B] [--max-bytes B] [--algorithms LIST] [--json] ...
 //
 // Every error a user can cause ends with a one-line message naming the problem
 // and the fix, and exit status 1 (2 for a malformed command line).
@@ -13,6 +14,7 @@
 #include "bigbatch/common/error.h"
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/trainer.h"
+#include "bench_allreduce.h"
 #include "process_env.h"
 
 namespace {
@@ -65,6 +67,45 @@ int main(int argc, char** argv) {
   bool markdown = false;
   keys->add_flag("--markdown", markdown, "print a Markdown table (default: plain text)");
 
+  auto* bench = app.add_subcommand("bench", "benchmarks (run multi-rank ones under mpirun)");
+  bench->require_subcommand(1);
+  auto* benchAllreduce = bench->add_subcommand(
+      "allreduce", "nccl-tests-style allreduce sweep: time, algbw, busbw, #wrong per algorithm");
+  bigbatch::BenchAllreduceOptions ar;
+  benchAllreduce->add_option("--min-bytes", ar.minBytes, "smallest message in bytes")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  benchAllreduce->add_option("--max-bytes", ar.maxBytes, "largest message in bytes (sizes step x2)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  benchAllreduce
+      ->add_option("--algorithms", ar.algorithms,
+                   "comma-separated: auto, shm, hierarchical, ring, halving_doubling, "
+                   "recursive_doubling, mpi")
+      ->capture_default_str();
+  benchAllreduce->add_option("--type", ar.type, "float32, bfloat16 or float16")->capture_default_str();
+  benchAllreduce
+      ->add_option("--iters", ar.iterations,
+                   "timed calls per size and algorithm (0: about 2 GB moved, 5 to 200)")
+      ->capture_default_str();
+  benchAllreduce->add_option("--warmup", ar.warmup, "untimed calls before timing")
+      ->capture_default_str();
+  benchAllreduce->add_option("--timeout-ms", ar.timeoutMs, "deadline of each wait (ms)")
+      ->capture_default_str();
+  benchAllreduce
+      ->add_option("--chunk-bytes", ar.shmChunkBytes,
+                   "staging chunk per rank of shm and hierarchical (0: the library default)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  benchAllreduce
+      ->add_option("--segment-bytes", ar.segmentBytes,
+                   "pipelining segment of the ring (0: the library default)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  bool noMemcpy = false;
+  benchAllreduce->add_flag("--no-memcpy", noMemcpy, "omit the memcpy reference rows (default: shown)");
+  benchAllreduce->add_flag("--json", ar.json, "one JSON object per row instead of the table (default: off)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -73,6 +114,10 @@ int main(int argc, char** argv) {
 
   try {
     if (*train) return runTrain(configPath, sets, runDir, overwrite, quiet, verbose);
+    if (*benchAllreduce) {
+      ar.memcpy = !noMemcpy;
+      return bigbatch::runBenchAllreduce(ar);
+    }
     if (*keys) {
       std::cout << bigbatch::describeConfigSchema(bigbatch::trainingConfigSchema(), markdown);
       return 0;

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "bigbatch/collectives/algorithms.h"
+#include "bigbatch/collectives/allreduce_selector.h"
 #include "fold.h"
 #include "bigbatch/common/error.h"
 
@@ -25,15 +26,18 @@ std::unique_ptr<Allreduce> makeAllreduce(const std::string& name, AllreduceOptio
   if (name == "ring") return std::make_unique<RingAllreduce>(options);
   if (name == "halving_doubling") return std::make_unique<HalvingDoublingAllreduce>(options);
   if (name == "recursive_doubling") return std::make_unique<RecursiveDoublingAllreduce>(options);
+  if (name == "shm") return std::make_unique<SharedMemoryAllreduce>(options);
+  if (name == "hierarchical") return std::make_unique<HierarchicalAllreduce>(options);
   if (name == "mpi") return std::make_unique<MpiAllreduce>(options);
+  if (name == "auto") return std::make_unique<AutoAllreduce>(options, defaultAllreduceTable());
   BIGBATCH_THROW(InvalidArgument,
-                 "unknown allreduce algorithm '{}'; choose ring, halving_doubling, "
-                 "recursive_doubling or mpi",
+                 "unknown allreduce algorithm '{}'; choose auto, ring, halving_doubling, "
+                 "recursive_doubling, shm, hierarchical or mpi",
                  name);
 }
 
 std::vector<std::string> allreduceNames() {
-  return {"ring", "halving_doubling", "recursive_doubling", "mpi"};
+  return {"ring", "halving_doubling", "recursive_doubling", "shm", "hierarchical", "mpi"};
 }
 
 void allreduceMaxInt64(Communicator& comm, int64_t* values, size_t count, int tag) {

@@ -16,6 +16,8 @@ inline constexpr int kFoldTag = 0x7f01;
 inline constexpr int kDoublingTag = 0x7f02;
 inline constexpr int kHalvingTag = 0x7f03;
 inline constexpr int kRingTag = 0x7f04;
+inline constexpr int kBroadcastTag = 0x7f05;
+inline constexpr int kGatherTag = 0x7f06;
 
 // The rank's place in the power-of-two sub-world after folding.
 struct Fold {

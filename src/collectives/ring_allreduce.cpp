@@ -3,32 +3,35 @@
 
 #include "bigbatch/collectives/algorithms.h"
 #include "fold.h"
+#include "ring_pass.h"
 
 namespace bigbatch {
 
-void RingAllreduce::reduce(Communicator& comm, void* data, size_t count, DataType type) {
+void ringPass(Communicator& comm, void* data, size_t count, DataType type, size_t segmentBytes,
+              bool reduceStep, int shift, int tag) {
   const int n = comm.size();
+  if (n == 1) return;
   const int rank = comm.rank();
   const int right = (rank + 1) % n, left = (rank - 1 + n) % n;
   const size_t elem = elementSize(type);
   auto* bytes = static_cast<uint8_t*>(data);
-  // Chunk c holds elements [begin(c), begin(c + 1)): sizes differ by at most one.
-  auto begin = [&](int c) { return count * static_cast<size_t>(c) / static_cast<size_t>(n); };
-  const size_t segElems = std::max<size_t>(1, options_.segmentBytes / elem);
+  auto begin = [&](int c) { return ringChunkBegin(count, n, c); };
+  const size_t segElems = std::max<size_t>(1, segmentBytes / elem);
   std::vector<uint8_t> recvBuf[2];
-  const size_t maxChunk = (count + n - 1) / n;
-  const size_t bufElems = std::min(segElems, maxChunk);
-  recvBuf[0].resize(bufElems * elem);
-  recvBuf[1].resize(bufElems * elem);
-
-  // One ring step: send chunk `sendChunk` right, receive chunk `recvChunk`
-  // from the left, segment by segment; `reduceStep` adds, otherwise stores.
-  auto step = [&](int sendChunk, int recvChunk, bool reduceStep) {
+  if (reduceStep) {
+    const size_t maxChunk = (count + n - 1) / n;
+    const size_t bufElems = std::min(segElems, maxChunk);
+    recvBuf[0].resize(bufElems * elem);
+    recvBuf[1].resize(bufElems * elem);
+  }
+  auto mod = [n](int c) { return ((c % n) + n) % n; };
+  for (int s = 0; s < n - 1; ++s) {
+    const int sendChunk = mod(rank - s + shift), recvChunk = mod(rank - s - 1 + shift);
     const size_t sendBegin = begin(sendChunk), sendCount = begin(sendChunk + 1) - sendBegin;
     const size_t recvBegin = begin(recvChunk), recvCount = begin(recvChunk + 1) - recvBegin;
     // Messages per chunk depend on that chunk alone, so the sender's and the
     // receiver's counts agree (an empty chunk still sends one empty message).
-    auto segmentsOf = [&](size_t n) { return std::max<size_t>(1, (n + segElems - 1) / segElems); };
+    auto segmentsOf = [&](size_t m) { return std::max<size_t>(1, (m + segElems - 1) / segElems); };
     const size_t sendSegments = segmentsOf(sendCount), recvSegments = segmentsOf(recvCount);
     auto segRange = [&](size_t total, size_t k) {
       const size_t lo = std::min(total, k * segElems);
@@ -38,7 +41,7 @@ void RingAllreduce::reduce(Communicator& comm, void* data, size_t count, DataTyp
       if (k >= recvSegments) return nullptr;
       auto [lo, len] = segRange(recvCount, k);
       void* dst = reduceStep ? recvBuf[k % 2].data() : bytes + (recvBegin + lo) * elem;
-      return comm.irecv(dst, len * elem, left, kRingTag);
+      return comm.irecv(dst, len * elem, left, tag);
     };
     std::unique_ptr<Request> pending = postRecv(0);
     for (size_t k = 0; k < std::max(sendSegments, recvSegments); ++k) {
@@ -46,7 +49,7 @@ void RingAllreduce::reduce(Communicator& comm, void* data, size_t count, DataTyp
       std::unique_ptr<Request> send;
       if (k < sendSegments) {
         auto [slo, slen] = segRange(sendCount, k);
-        send = comm.isend(bytes + (sendBegin + slo) * elem, slen * elem, right, kRingTag);
+        send = comm.isend(bytes + (sendBegin + slo) * elem, slen * elem, right, tag);
       }
       if (pending) {
         pending->wait();
@@ -58,14 +61,14 @@ void RingAllreduce::reduce(Communicator& comm, void* data, size_t count, DataTyp
       if (send) send->wait();
       pending = std::move(next);
     }
-  };
+  }
+}
 
-  for (int s = 0; s < n - 1; ++s) {
-    step((rank - s + 2 * n) % n, (rank - s - 1 + 2 * n) % n, /*reduceStep=*/true);
-  }
-  for (int s = 0; s < n - 1; ++s) {
-    step((rank + 1 - s + 2 * n) % n, (rank - s + 2 * n) % n, /*reduceStep=*/false);
-  }
+void RingAllreduce::reduce(Communicator& comm, void* data, size_t count, DataType type) {
+  // Reduce-scatter with shift -1 leaves rank i with the sum of chunk i; the
+  // allgather (shift 0) starts by sending that chunk.
+  ringPass(comm, data, count, type, options_.segmentBytes, /*reduce=*/true, -1, kRingTag);
+  ringPass(comm, data, count, type, options_.segmentBytes, /*reduce=*/false, 0, kRingTag);
 }
 
 }  // namespace bigbatch

@@ -4,6 +4,9 @@
 #include <c10/util/BFloat16.h>
 #include <c10/util/Half.h>
 
+#include <algorithm>
+#include <cstring>
+
 #include "bigbatch/collectives/allreduce.h"
 #include "bigbatch/common/error.h"
 
@@ -24,7 +27,66 @@ void sumPlain(void* dst, const void* src, size_t count) {
   for (size_t i = 0; i < count; ++i) d[i] += s[i];
 }
 
+// dst = srcs[0] + ... + srcs[n-1] in rank order, accumulated in fp32 and
+// rounded once; blocked so the accumulator stays in L1.
+template <typename T>
+void sumManyLowPrecision(void* dst, const void* const* srcs, int n, size_t count) {
+  constexpr size_t kBlock = 2048;
+  float acc[kBlock];
+  T* d = static_cast<T*>(dst);
+  for (size_t base = 0; base < count; base += kBlock) {
+    const size_t len = std::min(kBlock, count - base);
+    const T* s0 = static_cast<const T*>(srcs[0]) + base;
+    for (size_t i = 0; i < len; ++i) acc[i] = static_cast<float>(s0[i]);
+    for (int j = 1; j < n; ++j) {
+      const T* s = static_cast<const T*>(srcs[j]) + base;
+      for (size_t i = 0; i < len; ++i) acc[i] += static_cast<float>(s[i]);
+    }
+    for (size_t i = 0; i < len; ++i) d[base + i] = T(acc[i]);
+  }
+}
+
+template <typename T>
+void sumManyPlain(void* dst, const void* const* srcs, int n, size_t count) {
+  T* __restrict d = static_cast<T*>(dst);
+  const T* __restrict a = static_cast<const T*>(srcs[0]);
+  if (n == 1) {
+    std::memcpy(d, a, count * sizeof(T));
+    return;
+  }
+  const T* __restrict b = static_cast<const T*>(srcs[1]);
+  if (n == 2) {
+    for (size_t i = 0; i < count; ++i) d[i] = a[i] + b[i];
+    return;
+  }
+  // Rank order is kept (((s0 + s1) + s2) + ...) so every rank that reduces a
+  // slice produces the same bits; blocked so the partial sums stay in cache.
+  constexpr size_t kBlock = 4096;
+  for (size_t base = 0; base < count; base += kBlock) {
+    const size_t len = std::min(kBlock, count - base);
+    T* __restrict db = d + base;
+    const T* __restrict ab = a + base;
+    const T* __restrict bb = b + base;
+    for (size_t i = 0; i < len; ++i) db[i] = ab[i] + bb[i];
+    for (int j = 2; j < n; ++j) {
+      const T* __restrict s = static_cast<const T*>(srcs[j]) + base;
+      for (size_t i = 0; i < len; ++i) db[i] += s[i];
+    }
+  }
+}
+
 }  // namespace
+
+void sumMany(DataType type, void* dst, const void* const* srcs, int n, size_t count) {
+  switch (type) {
+    case DataType::kFloat32: return sumManyPlain<float>(dst, srcs, n, count);
+    case DataType::kBFloat16: return sumManyLowPrecision<c10::BFloat16>(dst, srcs, n, count);
+    case DataType::kFloat16: return sumManyLowPrecision<c10::Half>(dst, srcs, n, count);
+    case DataType::kInt64: return sumManyPlain<int64_t>(dst, srcs, n, count);
+    case DataType::kUInt8: return sumManyPlain<uint8_t>(dst, srcs, n, count);
+  }
+  BIGBATCH_THROW(InvalidArgument, "sumMany: unknown type {}", static_cast<int>(type));
+}
 
 void sumInto(DataType type, void* dst, const void* src, size_t count) {
   switch (type) {

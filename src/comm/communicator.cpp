@@ -1,5 +1,7 @@
 #include "bigbatch/comm/communicator.h"
 
+#include <algorithm>
+
 #include "bigbatch/common/error.h"
 
 namespace bigbatch {
@@ -49,6 +51,57 @@ void Communicator::barrier() {
   for (int d = 1; d < n; d *= 2) {
     sendrecv(&out, 1, (rank() + d) % n, &in, 1, (rank() - d + n) % n, kBarrierTag);
   }
+}
+
+void Communicator::setTimeoutMs(int64_t ms) {
+  timeoutMs_ = ms;
+  if (hostComm_) hostComm_->setTimeoutMs(ms);
+  if (crossHostComm_) crossHostComm_->setTimeoutMs(ms);
+}
+
+Communicator& Communicator::hostComm() {
+  if (!hostComm_) hostComm_ = splitByHost();
+  return *hostComm_;
+}
+
+Communicator& Communicator::crossHostComm() {
+  if (!crossHostComm_) crossHostComm_ = splitByLocalRank();
+  return *crossHostComm_;
+}
+
+bool Communicator::uniformHosts() {
+  if (uniformHosts_ < 0) {
+    // min(localSize) == max(localSize), as max over {x, -x}.
+    // Dissemination pattern: after ceil(log2 n) rounds of max every rank has
+    // seen every value (max is idempotent, so overlaps do no harm).
+    int64_t v[2] = {localSize(), -static_cast<int64_t>(localSize())};
+    const int n = size();
+    for (int d = 1; d < n; d *= 2) {
+      int64_t in[2];
+      sendrecv(v, sizeof v, (rank() + d) % n, in, sizeof in, (rank() - d + n) % n, 0x7ffd);
+      v[0] = std::max(v[0], in[0]);
+      v[1] = std::max(v[1], in[1]);
+    }
+    uniformHosts_ = v[0] == -v[1] ? 1 : 0;
+  }
+  return uniformHosts_ == 1;
+}
+
+SharedSegment& Communicator::sharedSegment(const std::string& key, size_t slotBytes) {
+  BIGBATCH_CHECK(localSize() == size(), InvalidArgument,
+                 "shared memory needs every rank on one host, but only {} of {} ranks share "
+                 "this host; use the hierarchical algorithm across hosts",
+                 localSize(), size());
+  auto& seg = segments_[key];
+  if (!seg || seg->slotBytes() < slotBytes) {
+    seg.reset();
+    seg = allocateShared(slotBytes);
+  }
+  return *seg;
+}
+
+std::unique_ptr<SharedSegment> Communicator::allocateShared(size_t) {
+  BIGBATCH_THROW(InvalidArgument, "the {} transport has no shared memory", transportName());
 }
 
 std::unique_ptr<Communicator> Communicator::splitByHost() { return split(hostColor(), rank()); }

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/ranges.h>
+
 #include "bigbatch/common/error.h"
 
 namespace bigbatch {
@@ -67,6 +69,40 @@ class InProcessGroup : public std::enable_shared_from_this<InProcessGroup> {
     }
   }
 
+  void checkError() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!error_.empty()) {
+      throw MismatchError(detail::withRank(fmt::format("a peer failed: {}", error_)));
+    }
+  }
+
+  // Collective: the ranks' n-th calls share one zeroed heap block.
+  std::shared_ptr<std::vector<uint8_t>> allocateShared(int rank, size_t bytes, int64_t timeoutMs) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    const int seq = sharedSeq_[rank]++;
+    auto& state = shared_[seq];
+    if (!state.block) state.block = std::make_shared<std::vector<uint8_t>>(bytes, 0);
+    BIGBATCH_CHECK(state.block->size() == bytes, MismatchError,
+                   "ranks asked for shared segments of {} and {} bytes", state.block->size(), bytes);
+    ++state.arrived;
+    state.present.resize(size());
+    state.present[rank] = true;
+    cv_.notify_all();
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+    while (state.arrived < size()) {
+      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+        std::vector<int> missing;
+        for (int r = 0; r < size(); ++r) {
+          if (!state.present[r]) missing.push_back(r);
+        }
+        BIGBATCH_THROW(TimeoutError,
+                       "shared segment: rank {} did not arrive within {} ms ({} of {} arrived)",
+                       fmt::join(missing, ", "), timeoutMs, state.arrived, size());
+      }
+    }
+    return state.block;
+  }
+
   void postError(const std::string& message) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (error_.empty()) error_ = message;
@@ -86,8 +122,13 @@ class InProcessGroup : public std::enable_shared_from_this<InProcessGroup> {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
     while (state.arrived < size()) {
       if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
-        BIGBATCH_THROW(TimeoutError, "split: only {} of {} ranks arrived within {} ms",
-                       state.arrived, size(), timeoutMs);
+        std::vector<int> missing;
+        for (int r = 0; r < size(); ++r) {
+          if (!state.entries[r].present) missing.push_back(r);
+        }
+        BIGBATCH_THROW(TimeoutError,
+                       "split: rank {} did not arrive within {} ms ({} of {} ranks arrived)",
+                       fmt::join(missing, ", "), timeoutMs, state.arrived, size());
       }
     }
     if (state.groups.empty()) {
@@ -124,6 +165,13 @@ class InProcessGroup : public std::enable_shared_from_this<InProcessGroup> {
   std::string error_;
   std::map<int, int> splitSeq_;
   std::map<int, SplitState> splits_;
+  struct SharedState {
+    std::shared_ptr<std::vector<uint8_t>> block;
+    int arrived = 0;
+    std::vector<bool> present;
+  };
+  std::map<int, int> sharedSeq_;
+  std::map<int, SharedState> shared_;
 };
 
 namespace {
@@ -152,6 +200,18 @@ class InProcessRecv : public Request {
   size_t bytes_;
   int64_t timeoutMs_;
   bool done_ = false;
+};
+
+class InProcessSharedSegment : public SharedSegment {
+ public:
+  InProcessSharedSegment(std::shared_ptr<std::vector<uint8_t>> block, size_t slotBytes)
+      : block_(std::move(block)), slotBytes_(slotBytes) {}
+  uint8_t* slot(int rank) override { return block_->data() + slotBytes_ * static_cast<size_t>(rank); }
+  size_t slotBytes() const override { return slotBytes_; }
+
+ private:
+  std::shared_ptr<std::vector<uint8_t>> block_;
+  size_t slotBytes_;
 };
 
 class InProcessCommunicator : public Communicator {
@@ -188,9 +248,15 @@ class InProcessCommunicator : public Communicator {
     return c;
   }
   void postError(const std::string& message) override { group_->postError(message); }
+  void pollPeerErrors() override { group_->checkError(); }
 
  protected:
   int hostColor() override { return group_->hostOf(rank_); }
+  std::unique_ptr<SharedSegment> allocateShared(size_t slotBytes) override {
+    slotBytes = (std::max<size_t>(slotBytes, 64) + 63) / 64 * 64;
+    auto block = group_->allocateShared(rank_, slotBytes * static_cast<size_t>(size()), timeoutMs_);
+    return std::make_unique<InProcessSharedSegment>(std::move(block), slotBytes);
+  }
 
  private:
   void checkPeer(int peer) const {

@@ -5,6 +5,8 @@
 #include <chrono>
 #include <climits>
 #include <cstdlib>
+#include <cstring>
+#include <algorithm>
 #include <vector>
 
 #include "bigbatch/common/error.h"
@@ -157,11 +159,53 @@ std::unique_ptr<Request> MpiCommunicator::irecv(void* data, size_t bytes, int pe
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
+  // MPI_Comm_split has no deadline: a deadline-aware barrier first turns a
+  // missing peer into a TimeoutError instead of a hang.
+  barrier();
   MPI_Comm out;
   checkMpi(MPI_Comm_split(comm_, color, key, &out), "MPI_Comm_split");
   auto c = std::make_unique<MpiCommunicator>(out, true);
   c->setTimeoutMs(timeoutMs_);
   return c;
+}
+
+namespace {
+
+class MpiSharedSegment : public SharedSegment {
+ public:
+  MpiSharedSegment(MPI_Comm comm, int size, size_t slotBytes) : slotBytes_(slotBytes), slots_(size) {
+    uint8_t* mine = nullptr;
+    checkMpi(MPI_Win_allocate_shared(static_cast<MPI_Aint>(slotBytes), 1, MPI_INFO_NULL, comm,
+                                     &mine, &win_),
+             "MPI_Win_allocate_shared");
+    for (int r = 0; r < size; ++r) {
+      MPI_Aint bytes = 0;
+      int disp = 0;
+      checkMpi(MPI_Win_shared_query(win_, r, &bytes, &disp, &slots_[r]), "MPI_Win_shared_query");
+      BIGBATCH_CHECK(static_cast<size_t>(bytes) >= slotBytes, IoError,
+                     "shared window slot of rank {} holds {} bytes, expected {}", r, bytes,
+                     slotBytes);
+    }
+    std::memset(mine, 0, slotBytes);
+  }
+  uint8_t* slot(int rank) override { return slots_[rank]; }
+  size_t slotBytes() const override { return slotBytes_; }
+
+ private:
+  MPI_Win win_ = MPI_WIN_NULL;
+  size_t slotBytes_;
+  std::vector<uint8_t*> slots_;
+};
+
+}  // namespace
+
+std::unique_ptr<SharedSegment> MpiCommunicator::allocateShared(size_t slotBytes) {
+  // Round up to cache lines so no two ranks' slots share one.
+  slotBytes = (std::max<size_t>(slotBytes, 64) + 63) / 64 * 64;
+  barrier();  // MPI_Win_allocate_shared has no deadline; see split()
+  auto seg = std::make_unique<MpiSharedSegment>(comm_, size_, slotBytes);
+  barrier();  // every slot is zeroed before anyone uses the segment
+  return seg;
 }
 
 void MpiCommunicator::postError(const std::string& message) {

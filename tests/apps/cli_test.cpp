@@ -77,3 +77,28 @@ TEST(Cli, BadDataPathFailsCleanly) {
 }
 
 }  // namespace
+
+namespace {
+
+// One rank (a plain start is an MPI singleton): every row verifies its sums.
+TEST(Cli, BenchAllreduceJsonRows) {
+  Outcome o = run("bench allreduce --min-bytes 4K --max-bytes 8K --algorithms shm,ring,mpi --json");
+  ASSERT_EQ(o.status, 0) << o.output;
+  int rows = 0;
+  size_t pos = 0;
+  while ((pos = o.output.find("{\"algorithm\":", pos)) != std::string::npos) {
+    ++rows;
+    ++pos;
+  }
+  EXPECT_EQ(rows, 8) << o.output;  // 2 sizes x (memcpy + 3 algorithms)
+  EXPECT_EQ(o.output.find("\"wrong\":1"), std::string::npos) << o.output;
+  EXPECT_NE(o.output.find("\"busbw\":"), std::string::npos);
+}
+
+TEST(Cli, BenchAllreduceRejectsUnknownAlgorithm) {
+  Outcome o = run("bench allreduce --algorithms tree");
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_NE(o.output.find("unknown allreduce algorithm 'tree'"), std::string::npos) << o.output;
+}
+
+}  // namespace

@@ -19,6 +19,7 @@ using testing::makeInput;
 struct Case {
   std::string algorithm;
   DataType type;
+  int ranksPerHost = 0;  // 0: every rank on one host
 };
 
 class AllreduceSweep : public ::testing::TestWithParam<Case> {};
@@ -28,6 +29,7 @@ TEST_P(AllreduceSweep, ExactSumsEveryWorldSizeAndCount) {
   for (size_t segmentBytes : {size_t{256 * 1024}, size_t{12}}) {
     AllreduceOptions o;
     o.segmentBytes = segmentBytes;
+    o.shmChunkBytes = segmentBytes;  // 12 B -> 64-element chunks: many chunks per call
     auto algo = makeAllreduce(c.algorithm, o);
     for (int n = 1; n <= 8; ++n) {
       std::vector<size_t> counts = {0, 1, 7, 1000};
@@ -45,7 +47,7 @@ TEST_P(AllreduceSweep, ExactSumsEveryWorldSizeAndCount) {
             failures.push_back("rank " + std::to_string(comm.rank()) + ": " +
                                std::to_string(wrong) + " wrong, first at " + first);
           }
-        });
+        }, c.ranksPerHost);
         ASSERT_TRUE(failures.empty()) << c.algorithm << " " << dataTypeName(c.type) << " n=" << n
                                       << " count=" << count << " segment=" << segmentBytes << ": "
                                       << failures.front();
@@ -56,21 +58,33 @@ TEST_P(AllreduceSweep, ExactSumsEveryWorldSizeAndCount) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (const char* a : {"ring", "halving_doubling", "recursive_doubling"}) {
+  for (const char* a : {"ring", "halving_doubling", "recursive_doubling", "shm", "hierarchical",
+                        "auto"}) {
     for (DataType t : {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16}) {
       out.push_back({a, t});
     }
   }
+  // Hierarchical across simulated hosts: 2 ranks per host (uniform for even
+  // n, a short last host for odd n) and 3 per host.
+  for (int perHost : {2, 3}) {
+    for (DataType t : {DataType::kFloat32, DataType::kFloat16}) out.push_back({"hierarchical", t, perHost});
+  }
+  out.push_back({"auto", DataType::kFloat32, 2});
   return out;
 }
 
 INSTANTIATE_TEST_SUITE_P(InProcess, AllreduceSweep, ::testing::ValuesIn(cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
-                           return info.param.algorithm + "_" + dataTypeName(info.param.type);
+                           std::string name =
+                               info.param.algorithm + "_" + dataTypeName(info.param.type);
+                           if (info.param.ranksPerHost) {
+                             name += "_" + std::to_string(info.param.ranksPerHost) + "PerHost";
+                           }
+                           return name;
                          });
 
 TEST(Allreduce, SizeMismatchFailsOnEveryRank) {
-  for (const char* a : {"ring", "halving_doubling", "recursive_doubling"}) {
+  for (const char* a : {"ring", "halving_doubling", "recursive_doubling", "shm", "hierarchical"}) {
     auto algo = makeAllreduce(a);
     std::mutex m;
     int mismatches = 0;
@@ -139,6 +153,43 @@ TEST(Allreduce, SilentPeerTimesOutNamingIt) {
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   EXPECT_GE(timeouts.load(), 1);
   EXPECT_LT(s, 5.0);
+}
+
+// A rank that passes the signature check and then leaves (as a crashed
+// process would) must not hang the others: each algorithm times out within
+// the deadline and names a rank.
+TEST(Allreduce, RankLeavingMidCollectiveTimesOut) {
+  for (const char* a : {"ring", "halving_doubling", "shm", "hierarchical"}) {
+    auto algo = makeAllreduce(a);
+    std::atomic<int> timeouts{0}, namesRank1{0};
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      runInProcess(3,
+                   [&](Communicator& comm) {
+                     std::vector<float> buf(4096, 1.f);
+                     if (comm.rank() == 1) {
+                       checkSameSignature(comm, 1, buf.size(), DataType::kFloat32);
+                       return;  // gone, mid-collective from the others' view
+                     }
+                     try {
+                       algo->run(comm, buf.data(), buf.size(), DataType::kFloat32);
+                     } catch (const TimeoutError& e) {
+                       // A rank waiting on a survivor that waits on rank 1
+                       // names its own silent neighbour; one names rank 1.
+                       namesRank1 += std::string(e.what()).find("rank 1 ") != std::string::npos;
+                       ++timeouts;
+                       throw;
+                     }
+                   },
+                   0, 400);
+      ADD_FAILURE() << a << ": expected an error";
+    } catch (const Error&) {
+    }
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    EXPECT_GE(timeouts.load(), 1) << a;
+    EXPECT_GE(namesRank1.load(), 1) << a;
+    EXPECT_LT(s, 5.0) << a;
+  }
 }
 
 TEST(Allreduce, UnknownAlgorithmIsInvalidArgument) {

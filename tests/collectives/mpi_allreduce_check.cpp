@@ -3,11 +3,16 @@
 //             float32/bfloat16/float16, exact inputs compared with ==.
 //   mismatch: rank 1 passes another count; every rank must raise
 //             MismatchError within the deadline (no hang, no garbage).
+//   exit ALG: after one complete call, rank 1 joins the next call's signature
+//             check, then _exit(3)s in the middle of the collective; the survivors must fail within the
+//             deadline (5 s) instead of hanging (run by expect_failure.sh).
 // Prints one line per case and exits non-zero on any failure.
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cstring>
+#include <cstdlib>
+#include <unistd.h>
 
 #include "bigbatch/collectives/allreduce.h"
 #include "bigbatch/comm/mpi_communicator.h"
@@ -57,6 +62,31 @@ int mismatch(Communicator& comm) {
   return 1;
 }
 
+int exitMidCollective(Communicator& comm, const std::string& algorithm) {
+  comm.setTimeoutMs(5000);
+  auto algo = makeAllreduce(algorithm);
+  std::vector<float> buf(size_t{1} << 20, 1.f);
+  // One complete call first, so the second finds the shared window, the
+  // sub-communicators and the peers' buffers already set up.
+  algo->run(comm, buf.data(), buf.size(), DataType::kFloat32);
+  if (comm.rank() == 1) {
+    checkSameSignature(comm, 1, buf.size(), DataType::kFloat32);
+    std::fflush(stdout);
+    _exit(3);
+  }
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    algo->run(comm, buf.data(), buf.size(), DataType::kFloat32);
+  } catch (const Error& e) {
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    fmt::print("rank {} detected the lost peer after {:.3f} s: {}\n", comm.rank(), s, e.what());
+    std::fflush(stdout);
+    return 2;
+  }
+  fmt::print("FAIL rank {}: the collective completed without rank 1\n", comm.rank());
+  return 1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -64,6 +94,11 @@ int main(int argc, char** argv) {
   try {
     auto comm = MpiCommunicator::world();
     comm->setTimeoutMs(30000);
+    if (mode == "exit") {
+      // No barrier, no MPI_Finalize: the job has lost a rank.
+      const int rc = exitMidCollective(*comm, argc > 2 ? argv[2] : "shm");
+      std::_Exit(rc);
+    }
     int failures = mode == "mismatch" ? mismatch(*comm) : sweep(*comm);
     std::fflush(stdout);
     if (mode == "mismatch" && comm->size() > 1) {

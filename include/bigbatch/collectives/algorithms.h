@@ -52,6 +52,47 @@ class RecursiveDoublingAllreduce : public Allreduce {
   void reduce(Communicator& comm, void* data, size_t count, DataType type) override;
 };
 
+// Shared memory inside one host (MPI-3 shared window, or one heap block
+// in-process): each rank owns a slot with two staging buffers of C bytes
+// (options.shmChunkBytes). Per chunk of C bytes: (1) every rank copies its
+// chunk into its staging buffer; step counter; (2) rank r sums slice r of the
+// chunk straight from all n staging buffers (in rank order, fp32 accumulation
+// for 16-bit types) into its own buffer and staging slot; step counter;
+// (3) every rank copies the other n-1 reduced slices out. Double buffering
+// lets chunk k+1 stage while peers still copy chunk k out.
+// Steps: 2 counter waits per chunk, no messages. Memory traffic per rank:
+// ~S in, S/n·(n+2) for the reduce, S·(n-1)/n out; C is sized to stay in L2,
+// so only the user's buffer itself streams through DRAM.
+// Requires every rank on one host (use "hierarchical" across hosts).
+class SharedMemoryAllreduce : public Allreduce {
+ public:
+  using Allreduce::Allreduce;
+  const char* name() const override { return "shm"; }
+  static size_t chunkElements(size_t chunkBytes, DataType type);
+
+ protected:
+  void reduce(Communicator& comm, void* data, size_t count, DataType type) override;
+};
+
+// Hierarchical (two levels, as in the 2048-GPU ImageNet runs): (1) allreduce
+// inside each host (shared memory when the transport has it, else ring);
+// (2) with equal ranks per host, local rank l allreduces block l (S/L bytes)
+// with its same-local-rank peers on the other hosts, so every rank's link
+// works at once; otherwise local rank 0 allreduces the whole buffer among
+// the hosts' leaders; (3) inside each host, an allgather of the L blocks (or
+// a broadcast from the leader). Inter-host step uses ring above
+// options.segmentBytes·n and recursive doubling below.
+// Bytes across hosts per rank: 2·(S/L)·(h-1)/h for h hosts; the intra-host
+// phases move only memory.
+class HierarchicalAllreduce : public Allreduce {
+ public:
+  using Allreduce::Allreduce;
+  const char* name() const override { return "hierarchical"; }
+
+ protected:
+  void reduce(Communicator& comm, void* data, size_t count, DataType type) override;
+};
+
 // MPI's own MPI_Allreduce (the reference every algorithm is measured
 // against); 16-bit types use a user-defined MPI_Op that sums in fp32.
 // Requires an MpiCommunicator. MPI_Allreduce has no deadline of its own.

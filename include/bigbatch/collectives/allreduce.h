@@ -17,8 +17,9 @@
 namespace bigbatch {
 
 struct AllreduceOptions {
-  size_t segmentBytes = 256 * 1024;  // pipelining unit of the ring (bytes)
-  bool checkSignature = true;        // verify all ranks passed the same count and type
+  size_t segmentBytes = 256 * 1024;    // pipelining unit of the ring (bytes)
+  size_t shmChunkBytes = 512 * 1024;   // staging chunk per rank of the shared-memory path (bytes)
+  bool checkSignature = true;          // verify all ranks passed the same count and type
 };
 
 class Allreduce {
@@ -36,13 +37,19 @@ class Allreduce {
   AllreduceOptions options_;
 };
 
-// Names: "ring", "halving_doubling", "recursive_doubling", "mpi".
+// Names: "auto" (the size/topology table of allreduce_selector.h, default
+// table), "ring", "halving_doubling", "recursive_doubling", "shm",
+// "hierarchical", "mpi". allreduceNames() lists all but "auto".
 std::unique_ptr<Allreduce> makeAllreduce(const std::string& name,
                                          AllreduceOptions options = AllreduceOptions{});
 std::vector<std::string> allreduceNames();
 
 // dst[i] += src[i] for `count` elements (fp32 accumulation for 16-bit types).
 void sumInto(DataType type, void* dst, const void* src, size_t count);
+
+// dst = srcs[0] + ... + srcs[n-1], summed in that order (fp32 accumulation
+// for 16-bit types, rounded once). dst must not overlap any source.
+void sumMany(DataType type, void* dst, const void* const* srcs, int n, size_t count);
 
 // Every rank learns the element-wise maximum of `values` (recursive doubling).
 void allreduceMaxInt64(Communicator& comm, int64_t* values, size_t count, int tag);

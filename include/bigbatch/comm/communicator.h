@@ -13,6 +13,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -30,6 +31,16 @@ class Request {
   // Blocks until complete, the deadline passes (TimeoutError) or a peer posts
   // an error (MismatchError).
   virtual void wait() = 0;
+};
+
+// Memory that every rank of a single-host communicator can read and write
+// directly: one slot of slotBytes() per rank, allocated collectively (MPI-3
+// shared window or, in-process, one heap block). Slots start zeroed.
+class SharedSegment {
+ public:
+  virtual ~SharedSegment() = default;
+  virtual uint8_t* slot(int rank) = 0;
+  virtual size_t slotBytes() const = 0;
 };
 
 class Communicator {
@@ -66,17 +77,41 @@ class Communicator {
   // Ranks with the same local rank, one per host.
   std::unique_ptr<Communicator> splitByLocalRank();
 
+  // Cached sub-communicators, created collectively on first use: the ranks
+  // of this host, and the ranks with this rank's local rank (one per host).
+  Communicator& hostComm();
+  Communicator& crossHostComm();
+  // True when every host holds the same number of ranks (computed once).
+  bool uniformHosts();
+
+  // Collective over this communicator, whose ranks must all share one host
+  // (localSize() == size()); InvalidArgument otherwise or when the transport
+  // has no shared memory. Segments are cached by `key` and re-allocated only
+  // when a larger slot is asked for.
+  SharedSegment& sharedSegment(const std::string& key, size_t slotBytes);
+
+  // Throws MismatchError when a peer has posted an error notice (see
+  // postError); spin-waits on shared memory call it periodically.
+  virtual void pollPeerErrors() {}
+
   // Tells every other rank that this one failed with `message`; their pending
   // and future waits raise MismatchError carrying it. Best effort, non-blocking.
   virtual void postError(const std::string& message) = 0;
 
   int64_t timeoutMs() const { return timeoutMs_; }
-  void setTimeoutMs(int64_t ms) { timeoutMs_ = ms; }
+  // Also applies to the cached sub-communicators.
+  void setTimeoutMs(int64_t ms);
 
  protected:
   // Colour of this rank's host, identical for ranks that share a host.
   virtual int hostColor() = 0;
+  virtual std::unique_ptr<SharedSegment> allocateShared(size_t slotBytes);
   int64_t timeoutMs_ = 60000;
+
+ private:
+  std::unique_ptr<Communicator> hostComm_, crossHostComm_;
+  int uniformHosts_ = -1;
+  std::map<std::string, std::unique_ptr<SharedSegment>> segments_;
 };
 
 }  // namespace bigbatch

@@ -43,9 +43,14 @@ class MpiCommunicator : public Communicator {
   MPI_Comm handle() const { return comm_; }
   // Throws if a peer posted an error notice; called by waits.
   void checkPeerErrors();
+  void pollPeerErrors() override { checkPeerErrors(); }
 
  protected:
   int hostColor() override { return hostColor_; }
+  // MPI_Win_allocate_shared on this (single-host) communicator. The window is
+  // never freed explicitly: MPI_Win_free is collective and would hang a rank
+  // that tears down after a peer failed; MPI_Finalize releases it.
+  std::unique_ptr<SharedSegment> allocateShared(size_t slotBytes) override;
 
  private:
   MPI_Comm comm_;

@@ -1,0 +1,128 @@
+#include "bigbatch/collectives/allreduce_selector.h"
+
+#include <fmt/format.h>
+
+#include <cstdint>
+
+#include "bigbatch/common/error.h"
+#include "bigbatch/common/logging.h"
+
+namespace bigbatch {
+
+AllreduceTable defaultAllreduceTable() {
+  // Seeded from `bigbatch bench allreduce` with 2 and 4 ranks on the 2-core
+  // development machine (docs/BENCHMARKS.md): the shared-memory path wins at
+  // every size on one host. Across hosts nothing has been measured here; the
+  // hierarchical algorithm keeps the inter-host traffic at 2·S/L per rank.
+  AllreduceTable t;
+  t.singleHost = {{SIZE_MAX, "shm"}};
+  t.multiHost = {{SIZE_MAX, "hierarchical"}};
+  return t;
+}
+
+namespace {
+
+size_t parseSize(const std::string& text, const std::string& spec) {
+  size_t pos = 0;
+  unsigned long long v = 0;
+  try {
+    v = std::stoull(text, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  std::string suffix = text.substr(pos);
+  size_t mult = 1;
+  if (suffix == "K" || suffix == "k" || suffix == "KiB") mult = size_t{1} << 10;
+  else if (suffix == "M" || suffix == "MiB") mult = size_t{1} << 20;
+  else if (suffix == "G" || suffix == "GiB") mult = size_t{1} << 30;
+  else if (!suffix.empty() || pos == 0) {
+    BIGBATCH_THROW(InvalidArgument,
+                   "allreduce table '{}': '{}' is not a size in bytes (e.g. 65536, 64K, 4M)", spec,
+                   text);
+  }
+  return static_cast<size_t>(v) * mult;
+}
+
+std::string formatSize(size_t b) {
+  if (b >= (size_t{1} << 30) && b % (size_t{1} << 30) == 0) return fmt::format("{}G", b >> 30);
+  if (b >= (size_t{1} << 20) && b % (size_t{1} << 20) == 0) return fmt::format("{}M", b >> 20);
+  if (b >= (size_t{1} << 10) && b % (size_t{1} << 10) == 0) return fmt::format("{}K", b >> 10);
+  return std::to_string(b);
+}
+
+}  // namespace
+
+std::vector<AllreduceRule> parseAllreduceRules(const std::string& spec) {
+  std::vector<AllreduceRule> rules;
+  const auto names = allreduceNames();
+  size_t a = 0;
+  while (a <= spec.size()) {
+    size_t b = spec.find(',', a);
+    if (b == std::string::npos) b = spec.size();
+    const std::string entry = spec.substr(a, b - a);
+    const size_t colon = entry.find(':');
+    AllreduceRule rule{SIZE_MAX, colon == std::string::npos ? entry : entry.substr(colon + 1)};
+    if (colon != std::string::npos) rule.belowBytes = parseSize(entry.substr(0, colon), spec);
+    if (std::find(names.begin(), names.end(), rule.algorithm) == names.end()) {
+      BIGBATCH_THROW(InvalidArgument, "allreduce table '{}': unknown algorithm '{}'; choose {}",
+                     spec, rule.algorithm, fmt::join(names, ", "));
+    }
+    if (!rules.empty() && rule.belowBytes <= rules.back().belowBytes) {
+      BIGBATCH_THROW(InvalidArgument,
+                     "allreduce table '{}': sizes must increase from entry to entry", spec);
+    }
+    rules.push_back(rule);
+    a = b + 1;
+  }
+  BIGBATCH_CHECK(!rules.empty() && rules.back().belowBytes == SIZE_MAX, InvalidArgument,
+                 "allreduce table '{}': the last entry must be a bare algorithm name (no size) "
+                 "covering the largest messages, e.g. '64K:recursive_doubling,shm'",
+                 spec);
+  return rules;
+}
+
+std::string formatAllreduceRules(const std::vector<AllreduceRule>& rules) {
+  std::string out;
+  for (const auto& r : rules) {
+    if (!out.empty()) out += ",";
+    if (r.belowBytes != SIZE_MAX) out += formatSize(r.belowBytes) + ":";
+    out += r.algorithm;
+  }
+  return out;
+}
+
+AutoAllreduce::AutoAllreduce(AllreduceOptions options, AllreduceTable table)
+    : Allreduce(options), table_(std::move(table)) {
+  AllreduceOptions inner = options_;
+  inner.checkSignature = false;  // the auto algorithm's run() checked the call
+  for (const auto& rule : table_.singleHost) single_.push_back(makeAllreduce(rule.algorithm, inner));
+  for (const auto& rule : table_.multiHost) multi_.push_back(makeAllreduce(rule.algorithm, inner));
+}
+
+size_t AutoAllreduce::pick(Communicator& comm, size_t bytes, bool& oneHost) {
+  oneHost = comm.localSize() == comm.size();
+  const auto& rules = oneHost ? table_.singleHost : table_.multiHost;
+  std::atomic<bool>& logged = oneHost ? loggedSingle_ : loggedMulti_;
+  if (comm.rank() == 0 && !logged.exchange(true)) {
+    log().info("allreduce: {} ranks on {}; by message size: {}", comm.size(),
+               oneHost ? "one host" : "several hosts", formatAllreduceRules(rules));
+  }
+  for (size_t i = 0; i + 1 < rules.size(); ++i) {
+    if (bytes < rules[i].belowBytes) return i;
+  }
+  return rules.size() - 1;
+}
+
+const std::string& AutoAllreduce::choose(Communicator& comm, size_t bytes) {
+  bool oneHost = true;
+  const size_t i = pick(comm, bytes, oneHost);
+  return (oneHost ? table_.singleHost : table_.multiHost)[i].algorithm;
+}
+
+void AutoAllreduce::reduce(Communicator& comm, void* data, size_t count, DataType type) {
+  bool oneHost = true;
+  const size_t i = pick(comm, count * elementSize(type), oneHost);
+  (oneHost ? single_ : multi_)[i]->run(comm, data, count, type);
+}
+
+}  // namespace bigbatch

@@ -1,0 +1,36 @@
+#include "bigbatch/collectives/algorithms.h"
+#include "bigbatch/collectives/collectives.h"
+
+namespace bigbatch {
+
+void HierarchicalAllreduce::reduce(Communicator& comm, void* data, size_t count, DataType type) {
+  AllreduceOptions inner = options_;
+  inner.checkSignature = false;  // run() already checked the whole call
+  Communicator& host = comm.hostComm();
+  Communicator& cross = comm.crossHostComm();
+  const bool uniform = comm.uniformHosts();  // collective on first use: every rank calls it
+
+  // (1) Sum inside the host through shared memory.
+  SharedMemoryAllreduce(inner).run(host, data, count, type);
+  if (comm.localSize() == comm.size()) return;  // one host: done
+
+  // (2) Across hosts: rings for large blocks, recursive doubling for small ones.
+  const size_t elem = elementSize(type);
+  auto interHost = [&](size_t elems) -> std::unique_ptr<Allreduce> {
+    if (elems * elem >= options_.segmentBytes) return std::make_unique<RingAllreduce>(inner);
+    return std::make_unique<RecursiveDoublingAllreduce>(inner);
+  };
+  auto* bytes = static_cast<uint8_t*>(data);
+  if (uniform) {
+    const int l = host.rank(), L = host.size();
+    const size_t lo = chunkBegin(count, L, l), hi = chunkBegin(count, L, l + 1);
+    interHost(hi - lo)->run(cross, bytes + lo * elem, hi - lo, type);
+    // (3) Every local rank brings its block home.
+    allgather(host, data, count, type);
+  } else {
+    if (host.rank() == 0) interHost(count)->run(cross, data, count, type);
+    broadcast(host, data, count * elem, 0);
+  }
+}
+
+}  // namespace bigbatch

@@ -1,0 +1,127 @@
+// Broadcast, allgather and reduce-scatter in-process over world sizes 1..8
+// with exact values; the allreduce selection table's parser and dispatch.
+#include <gtest/gtest.h>
+
+#include <mutex>
+
+#include "bigbatch/collectives/allreduce_selector.h"
+#include "bigbatch/collectives/collectives.h"
+#include "bigbatch/comm/in_process_communicator.h"
+#include "bigbatch/common/error.h"
+#include "test_inputs.h"
+
+namespace bigbatch {
+namespace {
+
+TEST(Broadcast, EveryRootEveryWorldSize) {
+  for (int n = 1; n <= 8; ++n) {
+    for (int root = 0; root < n; ++root) {
+      for (size_t bytes : {size_t{0}, size_t{1}, size_t{1001}}) {
+        std::atomic<int> wrong{0};
+        runInProcess(n, [&](Communicator& comm) {
+          std::vector<uint8_t> buf(bytes, static_cast<uint8_t>(comm.rank() == root ? 0 : 0xee));
+          if (comm.rank() == root) {
+            for (size_t i = 0; i < bytes; ++i) buf[i] = static_cast<uint8_t>(i * 7 + root);
+          }
+          broadcast(comm, buf.data(), bytes, root);
+          for (size_t i = 0; i < bytes; ++i) {
+            if (buf[i] != static_cast<uint8_t>(i * 7 + root)) ++wrong;
+          }
+        });
+        ASSERT_EQ(wrong.load(), 0) << "n=" << n << " root=" << root << " bytes=" << bytes;
+      }
+    }
+  }
+}
+
+TEST(Broadcast, RanksDisagreeingOnRootFailEverywhere) {
+  std::atomic<int> mismatches{0};
+  EXPECT_THROW(runInProcess(3,
+                            [&](Communicator& comm) {
+                              std::vector<uint8_t> buf(16);
+                              try {
+                                broadcast(comm, buf.data(), buf.size(), comm.rank() == 2 ? 1 : 0);
+                              } catch (const MismatchError&) {
+                                ++mismatches;
+                                throw;
+                              }
+                            },
+                            0, 5000),
+               MismatchError);
+  EXPECT_EQ(mismatches.load(), 3);
+}
+
+TEST(AllgatherReduceScatter, ExactChunksEveryWorldSize) {
+  for (int n = 1; n <= 8; ++n) {
+    for (size_t count : {size_t{0}, size_t{1}, size_t{7}, size_t{1000}, size_t{(1u << 18) + 3}}) {
+      for (DataType t : {DataType::kFloat32, DataType::kBFloat16, DataType::kFloat16}) {
+        std::mutex m;
+        std::vector<std::string> failures;
+        runInProcess(n, [&](Communicator& comm) {
+          const int r = comm.rank();
+          // Reduce-scatter: rank r's own chunk must hold the exact sum.
+          auto buf = testing::makeInput(t, count, r);
+          reduceScatter(comm, buf.data(), count, t);
+          const size_t lo = chunkBegin(count, n, r), hi = chunkBegin(count, n, r + 1);
+          size_t wrong = 0;
+          for (size_t i = lo; i < hi; ++i) {
+            wrong += testing::readValue(t, buf, i) != testing::expectedSum(i, n);
+          }
+          // Allgather of the summed chunks completes the allreduce.
+          allgather(comm, buf.data(), count, t);
+          wrong += testing::countWrong(t, buf, count, n, nullptr);
+          if (wrong) {
+            std::lock_guard<std::mutex> lock(m);
+            failures.push_back("rank " + std::to_string(r) + ": " + std::to_string(wrong) + " wrong");
+          }
+        });
+        ASSERT_TRUE(failures.empty()) << "n=" << n << " count=" << count << " "
+                                      << dataTypeName(t) << ": " << failures.front();
+      }
+    }
+  }
+}
+
+TEST(AllreduceSelector, ParsesAndFormatsRules) {
+  auto rules = parseAllreduceRules("64K:recursive_doubling,4M:halving_doubling,shm");
+  ASSERT_EQ(rules.size(), 3u);
+  EXPECT_EQ(rules[0].belowBytes, 65536u);
+  EXPECT_EQ(rules[0].algorithm, "recursive_doubling");
+  EXPECT_EQ(rules[1].belowBytes, 4u << 20);
+  EXPECT_EQ(rules[2].belowBytes, SIZE_MAX);
+  EXPECT_EQ(formatAllreduceRules(rules), "64K:recursive_doubling,4M:halving_doubling,shm");
+  EXPECT_EQ(parseAllreduceRules("ring").size(), 1u);
+}
+
+TEST(AllreduceSelector, RejectsBadTables) {
+  EXPECT_THROW(parseAllreduceRules("64K:tree,ring"), InvalidArgument);
+  EXPECT_THROW(parseAllreduceRules("64K:ring"), InvalidArgument);      // no catch-all
+  EXPECT_THROW(parseAllreduceRules("4M:ring,64K:shm,mpi"), InvalidArgument);  // not increasing
+  EXPECT_THROW(parseAllreduceRules("lots:ring,shm"), InvalidArgument);
+  try {
+    parseAllreduceRules("64K:tree,ring");
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("'tree'"), std::string::npos) << e.what();
+  }
+}
+
+TEST(AllreduceSelector, DispatchesBySizeAndTopology) {
+  AllreduceTable table;
+  table.singleHost = parseAllreduceRules("1K:recursive_doubling,ring");
+  table.multiHost = parseAllreduceRules("hierarchical");
+  runInProcess(4, [&](Communicator& comm) {
+    AutoAllreduce a(AllreduceOptions{}, table);
+    EXPECT_EQ(a.choose(comm, 100), "recursive_doubling");
+    EXPECT_EQ(a.choose(comm, 1024), "ring");
+    auto buf = testing::makeInput(DataType::kFloat32, 300, comm.rank());
+    a.run(comm, buf.data(), 300, DataType::kFloat32);
+    EXPECT_EQ(testing::countWrong(DataType::kFloat32, buf, 300, 4, nullptr), 0u);
+  });
+  runInProcess(4, [&](Communicator& comm) {
+    AutoAllreduce a(AllreduceOptions{}, table);
+    EXPECT_EQ(a.choose(comm, 100), "hierarchical");
+  }, /*ranksPerHost=*/2);
+}
+
+}  // namespace
+}  // namespace bigbatch
