@@ -1,6 +1,6 @@
 // bigbatch: the command-line interface.
 //
-//   bigbatch train CONFIG.toml [--set key=value]... [--run-dir DIR] [--overwrite]
+//   bigbatch train CONFIG.toml [--set key=value]... [--run-dir DIR] [--overwrite] [--workers N]
 //   bigbatch keys [--markdown]
 //   bigbatch bench allreduce [--min-bytes B] [--max-bytes B] [--algorithms LIST] [--json] ...
 //
@@ -15,15 +15,21 @@
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/trainer.h"
 #include "bench_allreduce.h"
+#include "launch_workers.h"
+#include "bigbatch/comm/mpi_communicator.h"
 #include "process_env.h"
 
 namespace {
 
 int runTrain(const std::string& configPath, const std::vector<std::string>& sets,
-             const std::string& runDir, bool overwrite, bool quiet, bool verbose) {
+             const std::string& runDir, bool overwrite, bool quiet, bool verbose, int workers,
+             int argc, char** argv) {
   bigbatch::Config config = bigbatch::defaultTrainingConfig();
   config.mergeFile(configPath);
   for (const auto& s : sets) config.set(s);
+  bigbatch::validateTrainingConfig(config);  // bad input fails once, before any rank starts
+  if (workers == 0) workers = static_cast<int>(config.getInt("run.workers"));
+  if (bigbatch::shouldLaunchWorkers(workers)) bigbatch::launchWorkers(workers, argc, argv);
   bigbatch::TrainOptions options;
   options.configPath = configPath;
   options.runDir = runDir;
@@ -34,6 +40,22 @@ int runTrain(const std::string& configPath, const std::vector<std::string>& sets
   bigbatch::TrainResult result = bigbatch::train(config, options);
   (void)result;
   return 0;
+}
+
+// Ends a failed run. In a multi-rank MPI job, MPI_Abort ends every rank (a
+// peer blocked in a collective would otherwise wait for its deadline, and
+// MPI_Finalize could wait for ranks that are gone); the message is out first.
+int failJob() {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int initialised = 0, finalized = 0, size = 1;
+  MPI_Initialized(&initialised);
+  MPI_Finalized(&finalized);
+  if (initialised && !finalized) {
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size > 1) MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  return 1;
 }
 
 }  // namespace
@@ -60,6 +82,11 @@ int main(int argc, char** argv) {
                     "run directory (default: run.dir, else runs/<config stem>-<UTC timestamp>)");
   train->add_flag("--overwrite", overwrite,
                   "reuse a run directory that already holds a run (default: refuse)");
+  int workers = 0;
+  train->add_option("--workers", workers,
+                    "ranks to start on this machine through mpirun (default: run.workers, 1); "
+                    "under mpirun MPI sets the world size")
+      ->check(CLI::Range(1, 4096));
   train->add_flag("-q,--quiet", quiet, "print only errors and warnings (default: off)");
   train->add_flag("-v,--verbose", verbose, "print debug messages (default: off)");
 
@@ -113,7 +140,9 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (*train) return runTrain(configPath, sets, runDir, overwrite, quiet, verbose);
+    if (*train) {
+      return runTrain(configPath, sets, runDir, overwrite, quiet, verbose, workers, argc, argv);
+    }
     if (*benchAllreduce) {
       ar.memcpy = !noMemcpy;
       return bigbatch::runBenchAllreduce(ar);
@@ -124,13 +153,13 @@ int main(int argc, char** argv) {
     }
   } catch (const bigbatch::Error& e) {
     std::fprintf(stderr, "bigbatch: error: %s\n", e.what());
-    return 1;
+    return failJob();
   } catch (const c10::Error& e) {
     std::fprintf(stderr, "bigbatch: libtorch error: %s\n", e.what_without_backtrace());
-    return 1;
+    return failJob();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bigbatch: error: %s\n", e.what());
-    return 1;
+    return failJob();
   }
   return 0;
 }

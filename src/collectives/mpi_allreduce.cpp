@@ -49,6 +49,7 @@ void MpiAllreduce::reduce(Communicator& comm, void* data, size_t count, DataType
     case DataType::kFloat32: mpiType = MPI_FLOAT; break;
     case DataType::kInt64: mpiType = MPI_INT64_T; break;
     case DataType::kUInt8: mpiType = MPI_UINT8_T; break;
+    case DataType::kFloat64: mpiType = MPI_DOUBLE; break;
     case DataType::kFloat16:
     case DataType::kBFloat16:
       initLowPrecision();

@@ -84,6 +84,7 @@ void sumMany(DataType type, void* dst, const void* const* srcs, int n, size_t co
     case DataType::kFloat16: return sumManyLowPrecision<c10::Half>(dst, srcs, n, count);
     case DataType::kInt64: return sumManyPlain<int64_t>(dst, srcs, n, count);
     case DataType::kUInt8: return sumManyPlain<uint8_t>(dst, srcs, n, count);
+    case DataType::kFloat64: return sumManyPlain<double>(dst, srcs, n, count);
   }
   BIGBATCH_THROW(InvalidArgument, "sumMany: unknown type {}", static_cast<int>(type));
 }
@@ -95,6 +96,7 @@ void sumInto(DataType type, void* dst, const void* src, size_t count) {
     case DataType::kFloat16: return sumLowPrecision<c10::Half>(dst, src, count);
     case DataType::kInt64: return sumPlain<int64_t>(dst, src, count);
     case DataType::kUInt8: return sumPlain<uint8_t>(dst, src, count);
+    case DataType::kFloat64: return sumPlain<double>(dst, src, count);
   }
   BIGBATCH_THROW(InvalidArgument, "sumInto: unknown type {}", static_cast<int>(type));
 }

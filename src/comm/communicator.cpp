@@ -13,6 +13,7 @@ size_t elementSize(DataType type) {
     case DataType::kFloat16: return 2;
     case DataType::kInt64: return 8;
     case DataType::kUInt8: return 1;
+    case DataType::kFloat64: return 8;
   }
   BIGBATCH_THROW(InvalidArgument, "unknown DataType {}", static_cast<int>(type));
 }
@@ -24,6 +25,7 @@ const char* dataTypeName(DataType type) {
     case DataType::kFloat16: return "float16";
     case DataType::kInt64: return "int64";
     case DataType::kUInt8: return "uint8";
+    case DataType::kFloat64: return "float64";
   }
   return "unknown";
 }

@@ -43,9 +43,8 @@ class InProcessGroup : public std::enable_shared_from_this<InProcessGroup> {
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
     auto& box = mailbox_[dst];
     while (true) {
-      if (!error_.empty()) {
-        throw MismatchError(detail::withRank(fmt::format("a peer failed: {}", error_)));
-      }
+      // A message already delivered is taken even after a peer failed, as an
+      // MPI receive that matched would complete.
       auto it = std::find_if(box.begin(), box.end(), [&](const InProcessMessage& m) {
         return m.src == src && m.tag == tag;
       });
@@ -59,6 +58,9 @@ class InProcessGroup : public std::enable_shared_from_this<InProcessGroup> {
         if (bytes) std::memcpy(data, it->bytes.data(), bytes);
         box.erase(it);
         return;
+      }
+      if (!error_.empty()) {
+        throw MismatchError(detail::withRank(fmt::format("a peer failed: {}", error_)));
       }
       if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
         BIGBATCH_THROW(TimeoutError,

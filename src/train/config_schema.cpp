@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "bigbatch/collectives/allreduce_selector.h"
 #include "bigbatch/common/error.h"
 
 namespace bigbatch {
@@ -30,6 +31,10 @@ std::vector<ConfigField> trainingConfigSchema() {
         4294967295.0),
       F("run.threads", T::kInt, int64_t{0},
         "compute threads per rank; 0: cores / ranks on this host", 0.0, 1024.0),
+      F("run.workers", T::kInt, int64_t{1},
+        "ranks to start on this machine (bigbatch runs mpirun itself); ignored under mpirun, "
+        "where MPI gives the world size",
+        1.0, 4096.0),
 
       F("data.dataset", T::kString, std::string("fashion-mnist"), "training data set", {}, {},
         {"fashion-mnist", "synthetic"}),
@@ -54,7 +59,18 @@ std::vector<ConfigField> trainingConfigSchema() {
       F("model.zero_init_residual", T::kBool, true, "zero γ of each residual block's last BN"),
       F("model.channels_last", T::kBool, true, "NHWC memory format (faster oneDNN convolutions on CPU)"),
 
-      F("train.batch_size", T::kInt, int64_t{128}, "images per rank per step", 1.0, 1048576.0),
+      F("train.batch_size", T::kInt, int64_t{128},
+        "images per rank per micro-batch; global batch = ranks x batch_size x accumulation_steps",
+        1.0, 1048576.0),
+      F("train.accumulation_steps", T::kInt, int64_t{1},
+        "micro-batches whose gradients are summed before each update", 1.0, 4096.0),
+      F("train.virtual_workers", T::kInt, int64_t{1},
+        "BatchNorm groups per micro-batch (ghost batch norm): each group of batch_size / V "
+        "images gets its own batch statistics, as on ranks x V real workers",
+        1.0, 65536.0),
+      F("train.average_bn_stats", T::kBool, false,
+        "average BatchNorm running statistics across ranks before each evaluation (default: "
+        "each rank keeps its own, as the large-scale records did)"),
       F("train.epochs", T::kInt, int64_t{10}, "epoch budget", 1.0, 100000.0),
       F("train.target_accuracy", T::kFloat, 0.92, "test accuracy (fraction) that ends the run", 0.0,
         1.0),
@@ -65,6 +81,19 @@ std::vector<ConfigField> trainingConfigSchema() {
         1048576.0),
       F("train.label_smoothing", T::kFloat, 0.0, "label smoothing α: target (1-α)·onehot + α/K", 0.0,
         0.999),
+
+      F("ddp.fusion_bytes", T::kInt, int64_t{1} << 20,
+        "gradient bytes per exchange bucket (buckets are sent as soon as backward fills them)",
+        4.0, 1073741824.0),
+      F("ddp.overlap", T::kBool, true,
+        "exchange each bucket during backward; false: all buckets after backward"),
+      F("comm.allreduce", T::kString, std::string("auto"),
+        "allreduce algorithm; auto: by message size and topology", {}, {},
+        {"auto", "shm", "hierarchical", "ring", "halving_doubling", "recursive_doubling", "mpi"}),
+      F("comm.allreduce_table", T::kString, std::string(""),
+        "rules for auto, e.g. \"64K:recursive_doubling,shm\"; empty: the built-in table"),
+      F("comm.timeout_s", T::kFloat, 60.0,
+        "seconds a rank waits for a peer before failing with an error naming it", 0.1, 86400.0),
 
       F("optim.name", T::kString, std::string("sgd"), "optimizer", {}, {}, {"sgd"}),
       F("optim.lr", T::kFloat, 0.1, "peak learning rate at the global batch", 0.0, 1e6),
@@ -108,6 +137,15 @@ void validateTrainingConfig(const Config& c) {
     BIGBATCH_THROW(InvalidArgument,
                    "model.widths has {} stages and model.blocks {}; give both, of equal length",
                    widths.size(), blocks.size());
+  }
+  if (c.getInt("train.batch_size") < c.getInt("train.virtual_workers")) {
+    BIGBATCH_THROW(InvalidArgument,
+                   "train.virtual_workers = {} exceeds train.batch_size = {}: each BatchNorm "
+                   "group needs at least one image; lower train.virtual_workers",
+                   c.getInt("train.virtual_workers"), c.getInt("train.batch_size"));
+  }
+  if (!c.getString("comm.allreduce_table").empty()) {
+    parseAllreduceRules(c.getString("comm.allreduce_table"));  // throws naming the bad entry
   }
   if (c.getFloat("schedule.warmup_epochs") > static_cast<double>(c.getInt("train.epochs"))) {
     BIGBATCH_THROW(InvalidArgument, "schedule.warmup_epochs = {} exceeds train.epochs = {}",

@@ -7,8 +7,12 @@
 #include <fstream>
 #include <thread>
 
+#include "bigbatch/collectives/allreduce.h"
+#include "bigbatch/comm/in_process_communicator.h"
+#include "bigbatch/comm/mpi_communicator.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/mlperf_logger.h"
+#include "bigbatch/ddp/distributed_data_parallel.h"
 #include "bigbatch/data/batch.h"
 #include "bigbatch/data/dataset.h"
 #include "bigbatch/data/sampler.h"
@@ -90,21 +94,45 @@ void toChannelsLast(torch::nn::Module& model) {
   }
 }
 
-// Top-1 accuracy of `model` on `data`, in chunks of `batch` images.
-double evaluate(ImageClassifierImpl& model, const Dataset& data, int64_t batch, bool channelsLast) {
+// Correct top-1 predictions of `model` on this rank's shard of `data` (rank
+// r takes the r-th contiguous slice), in chunks of `batch` images.
+int64_t evaluateShard(ImageClassifierImpl& model, const Dataset& data, int64_t batch,
+                      bool channelsLast, int rank, int worldSize) {
   torch::NoGradGuard noGrad;
   model.eval();
   int64_t correct = 0;
+  const int64_t lo = data.size() * rank / worldSize, hi = data.size() * (rank + 1) / worldSize;
   std::vector<int64_t> idx;
-  for (int64_t begin = 0; begin < data.size(); begin += batch) {
-    const int64_t n = std::min(batch, data.size() - begin);
+  for (int64_t begin = lo; begin < hi; begin += batch) {
+    const int64_t n = std::min(batch, hi - begin);
     idx.resize(n);
     for (int64_t i = 0; i < n; ++i) idx[i] = begin + i;
     Batch b = assembleBatch(data, idx, AugmentOptions{}, 0, 0, channelsLast);
     correct += model.forward(b.images).argmax(1).eq(b.labels).sum().item<int64_t>();
   }
   model.train();
-  return static_cast<double>(correct) / static_cast<double>(data.size());
+  return correct;
+}
+
+// Forward in `groups` BatchNorm groups (ghost batch norm): every layer but
+// BatchNorm treats samples independently, so running the groups one after
+// another gives each its own batch statistics and changes nothing else.
+torch::Tensor forwardGroups(ImageClassifierImpl& model, const torch::Tensor& images, int64_t groups) {
+  const int64_t n = images.size(0);
+  if (groups <= 1 || n < 2 * groups) return model.forward(images);
+  std::vector<torch::Tensor> parts;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t lo = n * g / groups, hi = n * (g + 1) / groups;
+    parts.push_back(model.forward(images.slice(0, lo, hi)));
+  }
+  return torch::cat(parts);
+}
+
+// A 63-bit FNV-1a hash of the resolved config, for the rank agreement check.
+int64_t configHash(const Config& c) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char ch : c.toToml()) h = (h ^ ch) * 1099511628211ULL;
+  return static_cast<int64_t>(h >> 1);
 }
 
 std::string f4(double v) { return fmt::format("{:.4f}", v); }
@@ -112,22 +140,100 @@ std::string f6(double v) { return fmt::format("{:.6g}", v); }
 
 }  // namespace
 
-TrainResult train(const Config& c, const TrainOptions& o) {
+TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
   validateTrainingConfig(c);
-  const int rank = 0, worldSize = 1;  // single process; the ddp module widens this
-  initLogging(rank, o.verbosity);
-  const bool quiet = o.verbosity == Verbosity::kQuiet;
 
-  RunDir runDir(resolveRunDir(c, o), o.overwrite);
-  runDir.writeText("config.toml", c.toToml());
-  MlperfLogger ml;
-  ml.open(runDir.file("mlperf.log"), /*echo=*/false);
+  // The ranks: given, MPI's world under mpirun, or this process alone.
+  std::unique_ptr<Communicator> ownedComm;
+  Communicator* comm = o.comm;
+  if (!comm) {
+    if (MpiCommunicator::launchedByMpi()) {
+      ownedComm = MpiCommunicator::world();
+    } else {
+      ownedComm = std::move(makeInProcessGroup(1)[0]);
+    }
+    comm = ownedComm.get();
+  }
+  comm->setTimeoutMs(static_cast<int64_t>(c.getFloat("comm.timeout_s") * 1000.0));
+  const int rank = comm->rank(), worldSize = comm->size();
+  if (!o.comm) setErrorRank(rank);
+  initLogging(rank, o.verbosity);
+  const bool lead = rank == 0;
+  const bool quiet = o.verbosity == Verbosity::kQuiet || !lead;
 
   // MLPerf timing: init_start .. init_stop covers set-up; the score is
   // run_stop - run_start, and run_start comes right after init_stop.
+  std::unique_ptr<RunDir> runDir;
+  MlperfLogger ml;  // stays closed (silent) on ranks other than 0
+  const auto initStart = Clock::now();
+  std::exception_ptr setupError;
+  if (lead) {
+    try {
+      runDir = std::make_unique<RunDir>(resolveRunDir(c, o), o.overwrite);
+      runDir->writeText("config.toml", c.toToml());
+      ml.open(runDir->file("mlperf.log"), /*echo=*/false);
+    } catch (const std::exception&) {
+      setupError = std::current_exception();
+    }
+  }
+  // Rank agreement before any work: rank 0's set-up succeeded, and every
+  // rank was started with the same config (one 24-byte collective).
+  {
+    const int64_t hash = configHash(c);
+    int64_t v[3] = {setupError ? 1 : 0, hash, -hash};
+    if (worldSize > 1) allreduceMaxInt64(*comm, v, 3, /*tag=*/0x7e10);
+    if (setupError) std::rethrow_exception(setupError);
+    BIGBATCH_CHECK(v[0] == 0, Error, "rank 0 failed to set up the run (see its message)");
+    BIGBATCH_CHECK(v[1] == -v[2], MismatchError,
+                   "the ranks were started with different configs (config hashes differ); start "
+                   "every rank with the same recipe and --set options");
+  }
   BIGBATCH_MLLOG_POINT(ml, mlkey::kCacheClear, true);
   BIGBATCH_MLLOG_START(ml, mlkey::kInitStart);
-  const auto initStart = Clock::now();
+
+  int64_t threads = c.getInt("run.threads");
+  if (threads == 0) {
+    const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
+    threads = std::max<int64_t>(1, cores / comm->localSize());
+  }
+  torch::set_num_threads(static_cast<int>(threads));
+
+  // Model: every rank builds it from the same seed (no broadcast; the
+  // checksum below proves the ranks agree).
+  const uint64_t seed = static_cast<uint64_t>(c.getInt("run.seed"));
+  const bool channelsLast = c.getBool("model.channels_last");
+  if (!job.trainData.size()) {
+    if (c.getString("data.dataset") == "synthetic") {
+      job.trainData = makeSyntheticDataset(std::max<int64_t>(c.getInt("data.train_samples"), 1024),
+                                           1, 28, 28, 10, seed);
+      job.testData = makeSyntheticDataset(std::max<int64_t>(c.getInt("data.eval_samples"), 1024),
+                                          1, 28, 28, 10, seed + 1);
+    } else {
+      job.trainData = loadFashionMnist(c.getString("data.path"), "train");
+      job.testData = loadFashionMnist(c.getString("data.path"), "test");
+    }
+    job.trainData = takeFirst(job.trainData, c.getInt("data.train_samples"));
+    job.testData = takeFirst(job.testData, c.getInt("data.eval_samples"));
+  }
+  const Dataset& trainData = job.trainData;
+  const Dataset& testData = job.testData;
+  BIGBATCH_CHECK(testData.size() > 0, InvalidArgument, "the test set is empty");
+  if (!job.model) {
+    torch::manual_seed(seed);
+    job.model = buildModel(modelOptions(c, trainData));
+  }
+  auto model = job.model;
+  if (channelsLast) toChannelsLast(*model);
+  model->train();
+
+  DdpOptions ddpOptions;
+  ddpOptions.fusionBytes = static_cast<size_t>(c.getInt("ddp.fusion_bytes"));
+  ddpOptions.overlap = c.getBool("ddp.overlap");
+  ddpOptions.allreduce = c.getString("comm.allreduce");
+  ddpOptions.allreduceTable = c.getString("comm.allreduce_table");
+  DistributedDataParallel ddp(*model, *comm, ddpOptions);
+
+  ddp.verifyIdentical();
 
   BIGBATCH_MLLOG_POINT(ml, mlkey::kSubmissionBenchmark, c.getString("mlperf.submission_benchmark"));
   BIGBATCH_MLLOG_POINT(ml, mlkey::kSubmissionOrg, c.getString("mlperf.submission_org"));
@@ -136,35 +242,6 @@ TrainResult train(const Config& c, const TrainOptions& o) {
   std::string platform = c.getString("mlperf.submission_platform");
   if (platform.empty()) platform = fmt::format("{}x{}", worldSize, cpuModel());
   BIGBATCH_MLLOG_POINT(ml, mlkey::kSubmissionPlatform, platform);
-
-  int64_t threads = c.getInt("run.threads");
-  if (threads == 0) {
-    threads = std::max<int64_t>(1, std::thread::hardware_concurrency() / worldSize);
-  }
-  torch::set_num_threads(static_cast<int>(threads));
-
-  // Data.
-  Dataset trainData, testData;
-  if (c.getString("data.dataset") == "synthetic") {
-    trainData = makeSyntheticDataset(std::max<int64_t>(c.getInt("data.train_samples"), 1024), 1, 28,
-                                     28, 10, static_cast<uint64_t>(c.getInt("run.seed")));
-    testData = makeSyntheticDataset(std::max<int64_t>(c.getInt("data.eval_samples"), 1024), 1, 28,
-                                    28, 10, static_cast<uint64_t>(c.getInt("run.seed")) + 1);
-  } else {
-    trainData = loadFashionMnist(c.getString("data.path"), "train");
-    testData = loadFashionMnist(c.getString("data.path"), "test");
-  }
-  trainData = takeFirst(trainData, c.getInt("data.train_samples"));
-  testData = takeFirst(testData, c.getInt("data.eval_samples"));
-  const AugmentOptions augment{c.getBool("data.flip"), c.getInt("data.pad_crop")};
-  const bool channelsLast = c.getBool("model.channels_last");
-
-  // Model: every rank builds it from the same seed (no broadcast needed).
-  const uint64_t seed = static_cast<uint64_t>(c.getInt("run.seed"));
-  torch::manual_seed(seed);
-  auto model = buildModel(modelOptions(c, trainData));
-  if (channelsLast) toChannelsLast(*model);
-  model->train();
 
   SgdOptions sgdOptions;
   sgdOptions.momentum = c.getFloat("optim.momentum");
@@ -175,15 +252,18 @@ TrainResult train(const Config& c, const TrainOptions& o) {
   const LrSchedule schedule(scheduleOptions(c));
 
   const int64_t batchPerRank = c.getInt("train.batch_size");
-  const int64_t globalBatch = batchPerRank * worldSize;
+  const int64_t accumulation = c.getInt("train.accumulation_steps");
+  const int64_t groups = c.getInt("train.virtual_workers");
+  const int64_t globalBatch = batchPerRank * worldSize * accumulation;
   const int64_t epochs = c.getInt("train.epochs");
   const int64_t stepsPerEpoch = (trainData.size() + globalBatch - 1) / globalBatch;
   const double target = c.getFloat("train.target_accuracy");
   const double smoothing = c.getFloat("train.label_smoothing");
+  const AugmentOptions augment{c.getBool("data.flip"), c.getInt("data.pad_crop")};
 
   BIGBATCH_MLLOG_POINT(ml, mlkey::kSeed, seed);
   BIGBATCH_MLLOG_POINT(ml, mlkey::kGlobalBatchSize, globalBatch);
-  BIGBATCH_MLLOG_POINT(ml, mlkey::kGradientAccumulationSteps, 1);
+  BIGBATCH_MLLOG_POINT(ml, mlkey::kGradientAccumulationSteps, accumulation);
   BIGBATCH_MLLOG_POINT(ml, mlkey::kTrainSamples, trainData.size());
   BIGBATCH_MLLOG_POINT(ml, mlkey::kEvalSamples, testData.size());
   BIGBATCH_MLLOG_POINT(ml, mlkey::kOptName, "sgd");
@@ -196,13 +276,16 @@ TrainResult train(const Config& c, const TrainOptions& o) {
   BIGBATCH_MLLOG_POINT(ml, "sgd_opt_weight_decay", c.getFloat("optim.weight_decay"));
   BIGBATCH_MLLOG_POINT(ml, "sgd_opt_momentum", c.getFloat("optim.momentum"));
   BIGBATCH_MLLOG_POINT(ml, "opt_learning_rate_warmup_epochs", c.getFloat("schedule.warmup_epochs"));
-  BIGBATCH_MLLOG_POINT(ml, "model_bn_span", batchPerRank);
+  BIGBATCH_MLLOG_POINT(ml, "model_bn_span", std::max<int64_t>(1, batchPerRank / groups));
 
   if (!quiet) {
-    fmt::print("bigbatch: {} ({} parameters), {} train / {} test images, global batch {}, "
-               "{} thread(s) x {} rank(s)\n  run directory: {}\n",
+    fmt::print("bigbatch: {} ({} parameters), {} train / {} test images, global batch {} = {} "
+               "rank(s) x {} x {} accumulation step(s), BN groups of {}, {} thread(s) per rank, "
+               "{} gradient bucket(s)\n  run directory: {}\n",
                c.getString("model.name"), countParameters(*model), trainData.size(),
-               testData.size(), globalBatch, threads, worldSize, runDir.path());
+               testData.size(), globalBatch, worldSize, batchPerRank, accumulation,
+               std::max<int64_t>(1, batchPerRank / groups), threads, ddp.buckets().size(),
+               runDir->path());
     std::fflush(stdout);
   }
 
@@ -215,13 +298,14 @@ TrainResult train(const Config& c, const TrainOptions& o) {
   result.targetAccuracy = target;
   result.globalBatchSize = globalBatch;
   result.worldSize = worldSize;
-  result.runDir = runDir.path();
+  result.runDir = runDir ? runDir->path() : std::string();
   double trainSeconds = 0;  // training steps only, for throughput
   int64_t trainImages = 0;
   int64_t step = 0;
   const std::vector<std::string> columns = {
       "epoch", "step", "lr", "train_loss", "train_acc", "test_acc", "epoch_time_s", "img_s",
-      "elapsed_s", "data_s", "forward_s", "backward_s", "optimizer_s", "eval_s"};
+      "elapsed_s", "data_s", "forward_s", "backward_s", "comm_wait_s", "comm_wait_min_s",
+      "comm_wait_max_s", "optimizer_s", "eval_s"};
 
   // A run that fails part-way still closes its MLPerf log (status aborted).
   try {
@@ -230,43 +314,68 @@ TrainResult train(const Config& c, const TrainOptions& o) {
       BIGBATCH_MLLOG_START(ml, mlkey::kEpochStart, {{"epoch_num", epoch}});
       const auto epochStart = Clock::now();
       const ShardPlan plan = planEpoch(trainData.size(), globalBatch, rank, worldSize, seed, epoch);
-      double dataS = 0, forwardS = 0, backwardS = 0, optimizerS = 0;
-      double lossSum = 0;
-      int64_t correct = 0, seen = 0;
+      double dataS = 0, forwardS = 0, backwardS = 0, commS = 0, optimizerS = 0;
+      double lossSum = 0, correct = 0, seen = 0;
       double lr = 0;
       for (int64_t s = 0; s < plan.steps; ++s) {
-        auto t0 = Clock::now();
-        Batch batch = assembleBatch(trainData, plan.batches[s], augment, seed, epoch, channelsLast);
-        auto t1 = Clock::now();
-        torch::Tensor logits = model->forward(batch.images);
-        torch::Tensor loss = torch::nn::functional::cross_entropy(
-            logits, batch.labels,
-            torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(smoothing));
-        auto t2 = Clock::now();
-        optimizer.zeroGrad();
-        loss.backward();
-        auto t3 = Clock::now();
+        // Images in this global batch (the last one of an epoch may be short):
+        // each rank's loss is its sum divided by this, so the summed
+        // gradients are exactly the global batch's mean gradient.
+        const int64_t stepSamples = std::min(globalBatch, trainData.size() - s * globalBatch);
+        const std::vector<int64_t>& shard = plan.batches[s];
+        const int64_t shardSize = static_cast<int64_t>(shard.size());
+        ddp.zeroGrad();
+        double stepLoss = 0;
+        for (int64_t a = 0; a < accumulation; ++a) {
+          auto t0 = Clock::now();
+          const int64_t lo = shardSize * a / accumulation, hi = shardSize * (a + 1) / accumulation;
+          std::vector<int64_t> micro(shard.begin() + lo, shard.begin() + hi);
+          ddp.beginBackward(a == accumulation - 1);
+          if (micro.empty()) continue;
+          Batch batch = assembleBatch(trainData, micro, augment, seed, epoch, channelsLast);
+          auto t1 = Clock::now();
+          torch::Tensor logits = forwardGroups(*model, batch.images, groups);
+          torch::Tensor lossSumT = torch::nn::functional::cross_entropy(
+              logits, batch.labels,
+              torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(smoothing).reduction(
+                  torch::kSum));
+          torch::Tensor loss = lossSumT / static_cast<double>(stepSamples);
+          auto t2 = Clock::now();
+          loss.backward();
+          auto t3 = Clock::now();
+          const double v = lossSumT.item<double>();
+          BIGBATCH_CHECK(std::isfinite(v), Error,
+                         "training loss is {} at epoch {} step {}; lower optim.lr or raise "
+                         "schedule.warmup_epochs",
+                         v, epoch, s + 1);
+          stepLoss += v;
+          lossSum += v;
+          correct += static_cast<double>(logits.argmax(1).eq(batch.labels).sum().item<int64_t>());
+          seen += static_cast<double>(batch.size());
+          dataS += std::chrono::duration<double>(t1 - t0).count();
+          forwardS += std::chrono::duration<double>(t2 - t1).count();
+          backwardS += std::chrono::duration<double>(t3 - t2).count();
+        }
+        commS += ddp.finishBackward();
+        auto t4 = Clock::now();
         lr = schedule.at(static_cast<double>(epoch - 1) + static_cast<double>(s) / plan.steps);
         optimizer.step(lr);
-        auto t4 = Clock::now();
-        const double lossValue = loss.item<double>();
-        BIGBATCH_CHECK(std::isfinite(lossValue), Error,
-                       "training loss is {} at epoch {} step {}; lower optim.lr or raise "
-                       "schedule.warmup_epochs",
-                       lossValue, epoch, s);
-        lossSum += lossValue * batch.size();
-        correct += logits.argmax(1).eq(batch.labels).sum().item<int64_t>();
-        seen += batch.size();
-        dataS += std::chrono::duration<double>(t1 - t0).count();
-        forwardS += std::chrono::duration<double>(t2 - t1).count();
-        backwardS += std::chrono::duration<double>(t3 - t2).count();
-        optimizerS += std::chrono::duration<double>(t4 - t3).count();
+        optimizerS += secondsSince(t4);
         ++step;
+        if (o.onStep) {
+          const double global = ddp.allreduceSum({stepLoss})[0];
+          o.onStep({epoch, step, global / static_cast<double>(stepSamples), stepSamples, lr});
+        }
       }
       const double epochTrainS = secondsSince(epochStart);
-      trainSeconds += epochTrainS;
-      trainImages += seen * worldSize;
       BIGBATCH_MLLOG_END(ml, mlkey::kEpochStop, {{"epoch_num", epoch}});
+      // Epoch totals across ranks; the exposed wait per rank as min and max,
+      // since waiting for a slower rank looks like communication.
+      const auto totals = ddp.allreduceSum({lossSum, correct, seen});
+      const auto waitMax = ddp.allreduceMax({commS, epochTrainS});
+      const auto waitMin = ddp.allreduceMin({commS});
+      trainSeconds += waitMax[1];
+      trainImages += static_cast<int64_t>(totals[2]);
 
       double testAcc = std::nan("");
       double evalS = 0;
@@ -274,7 +383,10 @@ TrainResult train(const Config& c, const TrainOptions& o) {
       if (evalNow) {
         BIGBATCH_MLLOG_START(ml, mlkey::kEvalStart, {{"epoch_num", epoch}});
         const auto evalStart = Clock::now();
-        testAcc = evaluate(*model, testData, c.getInt("train.eval_batch_size"), channelsLast);
+        if (c.getBool("train.average_bn_stats")) ddp.averageBuffers();
+        const double mine = static_cast<double>(evaluateShard(
+            *model, testData, c.getInt("train.eval_batch_size"), channelsLast, rank, worldSize));
+        testAcc = ddp.allreduceSum({mine})[0] / static_cast<double>(testData.size());
         evalS = secondsSince(evalStart);
         BIGBATCH_MLLOG_POINT(ml, mlkey::kEvalAccuracy, testAcc, {{"epoch_num", epoch}});
         BIGBATCH_MLLOG_END(ml, mlkey::kEvalStop, {{"epoch_num", epoch}});
@@ -283,25 +395,28 @@ TrainResult train(const Config& c, const TrainOptions& o) {
       }
       BIGBATCH_MLLOG_END(ml, mlkey::kBlockStop, {{"first_epoch_num", epoch}});
 
-      const double trainLoss = lossSum / static_cast<double>(seen);
-      const double trainAcc = static_cast<double>(correct) / static_cast<double>(seen);
+      const double trainLoss = totals[0] / totals[2];
+      const double trainAcc = totals[1] / totals[2];
       const double elapsed = secondsSince(runStart);
-      const double imgS = static_cast<double>(seen * worldSize) / epochTrainS;
+      const double imgS = totals[2] / waitMax[1];
       if (epoch == 1) result.firstLoss = trainLoss;
       result.lastLoss = trainLoss;
       result.epochs = epoch;
       result.steps = step;
-      runDir.appendMetrics(columns,
-                           {std::to_string(epoch), std::to_string(step), f6(lr), f6(trainLoss),
-                            f4(trainAcc), evalNow ? f4(testAcc) : "", f4(epochTrainS),
-                            fmt::format("{:.1f}", imgS), f4(elapsed), f4(dataS), f4(forwardS),
-                            f4(backwardS), f4(optimizerS), f4(evalS)});
+      if (runDir) {
+        runDir->appendMetrics(
+            columns, {std::to_string(epoch), std::to_string(step), f6(lr), f6(trainLoss),
+                      f4(trainAcc), evalNow ? f4(testAcc) : "", f4(epochTrainS),
+                      fmt::format("{:.1f}", imgS), f4(elapsed), f4(dataS), f4(forwardS),
+                      f4(backwardS), f4(commS), f4(waitMin[0]), f4(waitMax[0]), f4(optimizerS),
+                      f4(evalS)});
+      }
       if (!quiet) {
         fmt::print("epoch {:>3}/{}  loss {:.4f}  train {:6.2f}%  test {}  lr {:.4g}  {:7.0f} img/s  "
-                   "elapsed {:6.1f} s\n",
+                   "comm wait {:.2f}-{:.2f} s  elapsed {:6.1f} s\n",
                    epoch, epochs, trainLoss, 100 * trainAcc,
                    evalNow ? fmt::format("{:6.2f}%", 100 * testAcc) : std::string("   -   "), lr,
-                   imgS, elapsed);
+                   imgS, waitMin[0], waitMax[0], elapsed);
         std::fflush(stdout);
       }
       if (evalNow && testAcc >= target && !result.reachedTarget) {
@@ -311,7 +426,9 @@ TrainResult train(const Config& c, const TrainOptions& o) {
       }
     }
 
-  } catch (...) {
+  } catch (const std::exception& e) {
+    // Tell the other ranks, so they fail now instead of at their deadline.
+    comm->postError(e.what());
     BIGBATCH_MLLOG_END(ml, mlkey::kRunStop, {{"status", "aborted"}});
     throw;
   }
@@ -322,39 +439,43 @@ TrainResult train(const Config& c, const TrainOptions& o) {
                      {{"status", result.reachedTarget ? "success" : "aborted"}});
   ml.close();
 
-  nlohmann::ordered_json summary;
-  summary["reached_target"] = result.reachedTarget;
-  summary["target_accuracy"] = result.targetAccuracy;
-  summary["final_accuracy"] = result.finalAccuracy;
-  summary["best_accuracy"] = result.bestAccuracy;
-  summary["time_to_target_s"] =
-      result.reachedTarget ? nlohmann::ordered_json(result.timeToTargetS) : nlohmann::ordered_json();
-  summary["train_time_s"] = result.trainTimeS;
-  summary["init_time_s"] = initSeconds;
-  summary["throughput_img_s"] = result.throughputImgS;
-  summary["epochs"] = result.epochs;
-  summary["steps"] = result.steps;
-  summary["global_batch_size"] = result.globalBatchSize;
-  summary["world_size"] = result.worldSize;
-  summary["threads_per_rank"] = threads;
-  summary["model"] = c.getString("model.name");
-  summary["parameters"] = countParameters(*model);
-  summary["first_epoch_loss"] = result.firstLoss;
-  summary["last_epoch_loss"] = result.lastLoss;
-  runDir.writeJson("summary.json", summary);
+  if (runDir) {
+    nlohmann::ordered_json summary;
+    summary["reached_target"] = result.reachedTarget;
+    summary["target_accuracy"] = result.targetAccuracy;
+    summary["final_accuracy"] = result.finalAccuracy;
+    summary["best_accuracy"] = result.bestAccuracy;
+    summary["time_to_target_s"] = result.reachedTarget ? nlohmann::ordered_json(result.timeToTargetS)
+                                                       : nlohmann::ordered_json();
+    summary["train_time_s"] = result.trainTimeS;
+    summary["init_time_s"] = initSeconds;
+    summary["throughput_img_s"] = result.throughputImgS;
+    summary["epochs"] = result.epochs;
+    summary["steps"] = result.steps;
+    summary["global_batch_size"] = result.globalBatchSize;
+    summary["world_size"] = result.worldSize;
+    summary["threads_per_rank"] = threads;
+    summary["accumulation_steps"] = accumulation;
+    summary["virtual_workers"] = groups;
+    summary["model"] = c.getString("model.name");
+    summary["parameters"] = countParameters(*model);
+    summary["first_epoch_loss"] = result.firstLoss;
+    summary["last_epoch_loss"] = result.lastLoss;
+    runDir->writeJson("summary.json", summary);
+  }
 
   if (!quiet) {
     if (result.reachedTarget) {
       fmt::print("reached target {:.2f}% in {} epochs: time to accuracy {:.1f} s "
                  "(MLPerf run_start to run_stop; {:.1f} s initialisation before it), "
-                 "{:.0f} img/s\n",
+                 "{:.0f} img/s on {} rank(s)\n",
                  100 * target, result.epochs, result.timeToTargetS, initSeconds,
-                 result.throughputImgS);
+                 result.throughputImgS, worldSize);
     } else {
       fmt::print("target {:.2f}% NOT reached in {} epochs: best {:.2f}%, final {:.2f}%, "
-                 "{:.1f} s, {:.0f} img/s\n",
+                 "{:.1f} s, {:.0f} img/s on {} rank(s)\n",
                  100 * target, result.epochs, 100 * result.bestAccuracy,
-                 100 * result.finalAccuracy, result.trainTimeS, result.throughputImgS);
+                 100 * result.finalAccuracy, result.trainTimeS, result.throughputImgS, worldSize);
     }
     std::fflush(stdout);
   }

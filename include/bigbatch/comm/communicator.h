@@ -19,7 +19,14 @@
 
 namespace bigbatch {
 
-enum class DataType : uint8_t { kFloat32 = 0, kBFloat16 = 1, kFloat16 = 2, kInt64 = 3, kUInt8 = 4 };
+enum class DataType : uint8_t {
+  kFloat32 = 0,
+  kBFloat16 = 1,
+  kFloat16 = 2,
+  kInt64 = 3,
+  kUInt8 = 4,
+  kFloat64 = 5,
+};
 
 size_t elementSize(DataType type);
 const char* dataTypeName(DataType type);

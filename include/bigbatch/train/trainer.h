@@ -1,23 +1,61 @@
 // The training loop: config -> data -> model -> epochs of forward, backward,
-// update -> evaluation -> stop at the target accuracy. Writes the run
-// directory and the MLPerf log (time to accuracy = run_stop − run_start,
-// initialisation included as MLPerf requires).
+// gradient exchange, update -> evaluation -> stop at the target accuracy.
+// Writes the run directory and the MLPerf log (time to accuracy = run_stop −
+// run_start, initialisation included as MLPerf requires).
 //
-// Runs on the calling thread; libtorch's intra-op pool does the parallel work.
+// One binary from 1 to N workers: the same call trains alone, under
+// `mpirun -np N` (rank and size from MPI), or on any Communicator passed in
+// TrainOptions. Only rank 0 prints and writes the run directory.
+//
+// Public API: a user hands the trainer a model (any ImageClassifierImpl, i.e.
+// a torch::nn::Module with forward(images) -> logits), datasets and a config
+// holding the optimizer recipe; examples/custom_model.cpp is a complete
+// program. Every rank must build its model from the same seed.
+//
+// Runs on the calling thread; libtorch's intra-op pool does the parallel
+// work and the DDP communication thread the exchange.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 
+#include "bigbatch/comm/communicator.h"
 #include "bigbatch/common/config.h"
 #include "bigbatch/common/logging.h"
+#include "bigbatch/data/dataset.h"
+#include "bigbatch/models/model_options.h"
 
 namespace bigbatch {
+
+// One optimizer step, as every rank sees it.
+struct StepRecord {
+  int64_t epoch = 0;
+  int64_t step = 0;      // 1-based, across epochs
+  double loss = 0;       // mean training loss of the global batch
+  int64_t samples = 0;   // images in the global batch
+  double lr = 0;
+};
 
 struct TrainOptions {
   std::string configPath;  // for run.name's default and the logs
   std::string runDir;      // overrides run.dir when non-empty
   bool overwrite = false;  // allow a run directory that already holds a run
   Verbosity verbosity = Verbosity::kNormal;
+  // The ranks to train on; null: MPI's world when started by mpirun, else
+  // this process alone.
+  Communicator* comm = nullptr;
+  // Called on every rank after every optimizer step (costs one small
+  // collective per step for the global loss).
+  std::function<void(const StepRecord&)> onStep;
+};
+
+// What a user may hand over instead of naming them in the config. Empty
+// fields are built from the config (model.*, data.*).
+struct TrainingJob {
+  std::shared_ptr<ImageClassifierImpl> model;  // built after torch::manual_seed(run.seed)
+  Dataset trainData;
+  Dataset testData;
 };
 
 struct TrainResult {
@@ -34,9 +72,9 @@ struct TrainResult {
   int worldSize = 1;
   double firstLoss = 0;  // mean training loss of the first epoch
   double lastLoss = 0;   // mean training loss of the last epoch
-  std::string runDir;
+  std::string runDir;    // empty on ranks other than 0
 };
 
-TrainResult train(const Config& config, const TrainOptions& options);
+TrainResult train(const Config& config, const TrainOptions& options, TrainingJob job = {});
 
 }  // namespace bigbatch

@@ -1,0 +1,103 @@
+// DistributedDataParallel: the gradient exchange of data-parallel training.
+//
+// Every rank builds the same model from the same seed (no weight broadcast;
+// verifyIdentical() checks it with one small collective). The gradients live
+// in flat fp32 buckets (bucket_layout.h): each parameter's .grad() is a view
+// into its bucket, so backward accumulates straight into the buffers that
+// are exchanged. A post-hook on every parameter's gradient accumulator marks
+// it ready; when a whole bucket is ready — and every bucket before it, so all
+// ranks reduce the same buckets in the same order — it is handed to the
+// communication thread and summed across ranks while backward continues
+// (Goyal et al. 2017; Li et al., "PyTorch Distributed", VLDB 2020).
+// finishBackward() launches what is left (unused parameters) and waits; the
+// time it waits is the exposed communication.
+//
+// Gradients are SUMMED, not averaged: make each rank's loss the sum over its
+// samples divided by the global batch (samples of all ranks and accumulation
+// steps), so uneven shards and accumulation stay exact.
+//
+// Threading: one compute thread calls every method; the Communicator is used
+// only by the internal communication thread from construction on.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bigbatch/collectives/allreduce.h"
+#include "bigbatch/comm/communicator.h"
+#include "bigbatch/ddp/bucket_layout.h"
+#include "bigbatch/ddp/comm_thread.h"
+
+namespace bigbatch {
+
+struct DdpOptions {
+  size_t fusionBytes = size_t{1} << 20;  // gradient bytes per bucket
+  std::string allreduce = "auto";        // algorithm name (allreduce.h)
+  std::string allreduceTable;            // "auto" rules for both topologies; empty: default table
+  bool overlap = true;                   // exchange buckets during backward (false: after it)
+};
+
+class DistributedDataParallel {
+ public:
+  DistributedDataParallel(torch::nn::Module& model, Communicator& comm, DdpOptions options);
+  ~DistributedDataParallel();
+  DistributedDataParallel(const DistributedDataParallel&) = delete;
+  DistributedDataParallel& operator=(const DistributedDataParallel&) = delete;
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  const std::vector<Bucket>& buckets() const { return layout_; }
+
+  // Compares a checksum of every parameter and buffer (and the bucket layout)
+  // across ranks; throws MismatchError naming the first tensor that differs.
+  void verifyIdentical();
+
+  // Zeroes every bucket (the gradients are views into them).
+  void zeroGrad();
+  // Call before each backward: `sync` = false for the accumulation
+  // micro-batches before the last, whose gradients only accumulate locally.
+  void beginBackward(bool sync);
+  // After the synced backward: launches buckets not yet launched, waits for
+  // all, returns the seconds waited (the exposed communication).
+  double finishBackward();
+
+  // Sums `values` across ranks (through the communication thread).
+  std::vector<double> allreduceSum(std::vector<double> values);
+  // Element-wise max / min across ranks.
+  std::vector<double> allreduceMax(std::vector<double> values);
+  std::vector<double> allreduceMin(std::vector<double> values);
+  // Replaces the floating-point buffers (BatchNorm running statistics) by
+  // their mean across ranks.
+  void averageBuffers();
+
+  // Called by the gradient hooks (autograd thread = compute thread on CPU).
+  void markReady(size_t param);
+
+ private:
+  void launchReadyBuckets();
+  void launch(size_t bucket);
+
+  torch::nn::Module& model_;
+  Communicator& comm_;
+  DdpOptions options_;
+  int rank_, size_;
+  std::vector<torch::Tensor> params_;   // registration order, requires_grad only
+  std::vector<std::string> names_;
+  std::vector<Bucket> layout_;
+  std::vector<torch::Tensor> buffers_;  // one flat fp32 tensor per bucket
+  std::vector<size_t> bucketOf_;        // param -> bucket
+  std::vector<torch::Tensor> views_;    // param -> its gradient view
+  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  std::vector<uintptr_t> hookKeys_;
+  std::vector<char> ready_;
+  std::vector<int64_t> pending_;        // per bucket: params not yet ready
+  size_t nextLaunch_ = 0;
+  bool sync_ = false;
+  std::unique_ptr<Allreduce> allreduce_;
+  std::unique_ptr<CommThread> thread_;
+};
+
+}  // namespace bigbatch

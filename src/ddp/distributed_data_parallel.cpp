@@ -1,0 +1,273 @@
+#include "bigbatch/ddp/distributed_data_parallel.h"
+
+#include <torch/csrc/autograd/function.h>
+#include <torch/csrc/autograd/function_hook.h>
+#include <torch/csrc/autograd/variable.h>
+
+#include <chrono>
+#include <cstring>
+
+#include "bigbatch/collectives/allreduce_selector.h"
+#include "bigbatch/common/error.h"
+
+namespace bigbatch {
+namespace {
+
+constexpr int kChecksumTag = 0x7e00;
+
+// Runs after a parameter's AccumulateGrad: the gradient is in its bucket.
+class ReadyHook : public torch::autograd::FunctionPostHook {
+ public:
+  ReadyHook(DistributedDataParallel* ddp, size_t param) : ddp_(ddp), param_(param) {}
+  torch::autograd::variable_list operator()(const torch::autograd::variable_list& outputs,
+                                            const torch::autograd::variable_list&) override {
+    ddp_->markReady(param_);
+    return outputs;
+  }
+
+ private:
+  DistributedDataParallel* ddp_;
+  size_t param_;
+};
+
+// FNV-1a over the tensor's bytes in logical (contiguous) order.
+int64_t checksum(const torch::Tensor& t) {
+  torch::Tensor c = t.detach().contiguous().cpu();
+  const auto* p = static_cast<const uint8_t*>(c.data_ptr());
+  const size_t n = static_cast<size_t>(c.numel()) * c.element_size();
+  uint64_t h = 1469598103934665603ULL;
+  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  h ^= static_cast<uint64_t>(c.numel()) * 0x9e3779b97f4a7c15ULL;
+  return static_cast<int64_t>(h & 0x7fffffffffffffffULL);
+}
+
+}  // namespace
+
+DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, Communicator& comm,
+                                                 DdpOptions options)
+    : model_(model), comm_(comm), options_(std::move(options)), rank_(comm.rank()),
+      size_(comm.size()) {
+  BIGBATCH_CHECK(options_.fusionBytes >= 4, InvalidArgument,
+                 "fusion_bytes {} must be at least one float (4 bytes)", options_.fusionBytes);
+  AllreduceOptions ao;
+  ao.checkSignature = false;  // the layout is verified once; every call then matches
+  if (options_.allreduce == "auto" && !options_.allreduceTable.empty()) {
+    AllreduceTable table;
+    table.singleHost = parseAllreduceRules(options_.allreduceTable);
+    table.multiHost = table.singleHost;
+    allreduce_ = std::make_unique<AutoAllreduce>(ao, table);
+  } else {
+    allreduce_ = makeAllreduce(options_.allreduce, ao);
+  }
+
+  for (const auto& item : model_.named_parameters()) {
+    if (!item.value().requires_grad()) continue;
+    params_.push_back(item.value());
+    names_.push_back(item.key());
+  }
+  std::vector<int64_t> numels;
+  for (const auto& p : params_) {
+    BIGBATCH_CHECK(p.dtype() == torch::kFloat32, InvalidArgument,
+                   "parameter '{}' is {}; the exchange keeps fp32 master gradients",
+                   names_[numels.size()], std::string(p.dtype().name()));
+    numels.push_back(p.numel());
+  }
+  layout_ = layoutBuckets(numels, options_.fusionBytes);
+  bucketOf_.resize(params_.size());
+  views_.resize(params_.size());
+  pending_.resize(layout_.size());
+  ready_.assign(params_.size(), 0);
+  torch::NoGradGuard noGrad;
+  for (size_t b = 0; b < layout_.size(); ++b) {
+    buffers_.push_back(torch::zeros({layout_[b].numel}, params_.front().options()));
+    for (const auto& e : layout_[b].entries) {
+      bucketOf_[e.param] = b;
+      const torch::Tensor& p = params_[e.param];
+      // The view keeps the parameter's strides (channels-last stays
+      // channels-last), so accumulation is a dense add.
+      torch::Tensor flat = buffers_[b].narrow(0, e.offset, e.numel);
+      torch::Tensor view = p.is_non_overlapping_and_dense()
+                               ? flat.as_strided(p.sizes(), p.strides())
+                               : flat.view(p.sizes());
+      if (p.grad().defined()) view.copy_(p.grad());
+      p.mutable_grad() = view;
+      views_[e.param] = view;
+    }
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
+    hookKeys_.push_back(acc->add_post_hook(std::make_unique<ReadyHook>(this, i)));
+    accumulators_.push_back(std::move(acc));
+  }
+  thread_ = std::make_unique<CommThread>();
+}
+
+DistributedDataParallel::~DistributedDataParallel() {
+  try {
+    thread_->waitAll();
+  } catch (...) {
+  }
+  thread_.reset();
+  for (size_t i = 0; i < accumulators_.size(); ++i) accumulators_[i]->del_post_hook(hookKeys_[i]);
+}
+
+void DistributedDataParallel::verifyIdentical() {
+  std::vector<std::string> names;
+  std::vector<int64_t> sums;
+  for (const auto& item : model_.named_parameters()) {
+    names.push_back(item.key());
+    sums.push_back(checksum(item.value()));
+  }
+  for (const auto& item : model_.named_buffers()) {
+    names.push_back(item.key());
+    sums.push_back(checksum(item.value()));
+  }
+  // The bucket layout is part of the contract (fusion_bytes may differ).
+  torch::Tensor layout = torch::empty({static_cast<int64_t>(layout_.size()) + 1}, torch::kInt64);
+  layout[0] = static_cast<int64_t>(options_.fusionBytes);
+  for (size_t b = 0; b < layout_.size(); ++b) layout[b + 1] = layout_[b].numel;
+  names.push_back("<gradient bucket layout (train.fusion_bytes)>");
+  sums.push_back(checksum(layout));
+  const size_t n = sums.size();
+  // Count first, then max(x) and max(-x) of every checksum: equal iff identical.
+  std::vector<int64_t> v(2 * n + 2);
+  v[0] = static_cast<int64_t>(n);
+  v[1] = -static_cast<int64_t>(n);
+  for (size_t i = 0; i < n; ++i) {
+    v[2 + i] = sums[i];
+    v[2 + n + i] = -sums[i];
+  }
+  thread_->run([&] {
+    checkSameSignature(comm_, /*operation=*/100, v.size(), DataType::kInt64);
+    allreduceMaxInt64(comm_, v.data(), v.size(), kChecksumTag);
+  });
+  BIGBATCH_CHECK(v[0] == -v[1], MismatchError,
+                 "ranks hold models with different numbers of tensors ({} to {}); every rank "
+                 "must build the same model from the same config",
+                 -v[1], v[0]);
+  for (size_t i = 0; i < n; ++i) {
+    if (v[2 + i] != -v[2 + n + i]) {
+      BIGBATCH_THROW(MismatchError,
+                     "ranks disagree on the initial value of '{}' (checksum of this rank {}, "
+                     "range across ranks [{}, {}]); every rank must start from the same "
+                     "run.seed and config (no weights are broadcast)",
+                     names[i], sums[i], -v[2 + n + i], v[2 + i]);
+    }
+  }
+}
+
+void DistributedDataParallel::zeroGrad() {
+  thread_->waitAll();  // no exchange may still read the buffers
+  for (auto& b : buffers_) b.zero_();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    // Re-attach a view if user code replaced or dropped the gradient.
+    if (!params_[i].grad().defined() ||
+        params_[i].grad().data_ptr() != views_[i].data_ptr()) {
+      params_[i].mutable_grad() = views_[i];
+    }
+  }
+}
+
+void DistributedDataParallel::beginBackward(bool sync) {
+  sync_ = sync && size_ > 1;
+  std::fill(ready_.begin(), ready_.end(), 0);
+  for (size_t b = 0; b < layout_.size(); ++b) {
+    pending_[b] = static_cast<int64_t>(layout_[b].entries.size());
+  }
+  nextLaunch_ = 0;
+}
+
+void DistributedDataParallel::markReady(size_t param) {
+  if (!sync_ || ready_[param]) return;
+  ready_[param] = 1;
+  torch::Tensor& g = params_[param].mutable_grad();
+  if (g.data_ptr() != views_[param].data_ptr()) {
+    // Autograd replaced the gradient tensor: bring it back into the bucket.
+    torch::NoGradGuard noGrad;
+    views_[param].copy_(g);
+    g = views_[param];
+  }
+  --pending_[bucketOf_[param]];
+  if (options_.overlap) launchReadyBuckets();
+}
+
+void DistributedDataParallel::launchReadyBuckets() {
+  while (nextLaunch_ < layout_.size() && pending_[nextLaunch_] == 0) launch(nextLaunch_++);
+}
+
+void DistributedDataParallel::launch(size_t bucket) {
+  torch::Tensor buf = buffers_[bucket];
+  thread_->submit([this, buf] {
+    allreduce_->run(comm_, buf.data_ptr(), static_cast<size_t>(buf.numel()), DataType::kFloat32);
+  });
+}
+
+double DistributedDataParallel::finishBackward() {
+  if (!sync_) return 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  // Parameters that took no part in this backward still have their
+  // (zero) gradients exchanged: every rank must reduce every bucket.
+  while (nextLaunch_ < layout_.size()) launch(nextLaunch_++);
+  thread_->waitAll();
+  sync_ = false;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<double> DistributedDataParallel::allreduceSum(std::vector<double> values) {
+  if (size_ == 1 || values.empty()) return values;
+  thread_->run([&] {
+    // Recursive doubling: the same order of additions on every rank, so
+    // every rank gets bit-identical sums (they decide when to stop).
+    auto a = makeAllreduce("recursive_doubling");
+    a->run(comm_, values.data(), values.size(), DataType::kFloat64);
+  });
+  return values;
+}
+
+std::vector<double> DistributedDataParallel::allreduceMax(std::vector<double> values) {
+  if (size_ == 1 || values.empty()) return values;
+  // Order-preserving map of doubles to int64 for the integer max.
+  std::vector<int64_t> v(values.size());
+  for (size_t i = 0; i < values.size(); ++i) {
+    int64_t bits;
+    std::memcpy(&bits, &values[i], sizeof bits);
+    v[i] = bits >= 0 ? bits : bits ^ 0x7fffffffffffffffLL;
+  }
+  thread_->run([&] { allreduceMaxInt64(comm_, v.data(), v.size(), kChecksumTag + 1); });
+  for (size_t i = 0; i < values.size(); ++i) {
+    int64_t bits = v[i] >= 0 ? v[i] : v[i] ^ 0x7fffffffffffffffLL;
+    std::memcpy(&values[i], &bits, sizeof bits);
+  }
+  return values;
+}
+
+std::vector<double> DistributedDataParallel::allreduceMin(std::vector<double> values) {
+  for (auto& x : values) x = -x;
+  values = allreduceMax(std::move(values));
+  for (auto& x : values) x = -x;
+  return values;
+}
+
+void DistributedDataParallel::averageBuffers() {
+  if (size_ == 1) return;
+  std::vector<torch::Tensor> floats;
+  for (const auto& b : model_.buffers()) {
+    if (b.is_floating_point()) floats.push_back(b);
+  }
+  if (floats.empty()) return;
+  torch::NoGradGuard noGrad;
+  std::vector<torch::Tensor> flatParts;
+  for (auto& b : floats) flatParts.push_back(b.reshape({-1}).to(torch::kFloat32));
+  torch::Tensor flat = torch::cat(flatParts).contiguous();
+  thread_->run([&] {
+    allreduce_->run(comm_, flat.data_ptr(), static_cast<size_t>(flat.numel()), DataType::kFloat32);
+  });
+  flat.div_(size_);
+  int64_t offset = 0;
+  for (auto& b : floats) {
+    b.copy_(flat.narrow(0, offset, b.numel()).view(b.sizes()));
+    offset += b.numel();
+  }
+}
+
+}  // namespace bigbatch

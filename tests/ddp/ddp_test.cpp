@@ -1,0 +1,175 @@
+// The DDP engine in-process: bucket layout, the communication thread, the
+// exchange (summed gradients equal the single-process reference), the init
+// checksum, and accumulation without exchange.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "bigbatch/comm/in_process_communicator.h"
+#include "bigbatch/common/error.h"
+#include "bigbatch/ddp/distributed_data_parallel.h"
+
+namespace bigbatch {
+namespace {
+
+TEST(BucketLayout, ReverseOrderGreedyPacking) {
+  // 4-byte elements, 40-byte buckets: params 3 (5), 2 (4) fit (36 B); 1 (20)
+  // is alone and oversize; 0 (1) starts the last bucket.
+  auto b = layoutBuckets({1, 20, 4, 5}, 40);
+  ASSERT_EQ(b.size(), 3u);
+  ASSERT_EQ(b[0].entries.size(), 2u);
+  EXPECT_EQ(b[0].entries[0].param, 3u);
+  EXPECT_EQ(b[0].entries[1].param, 2u);
+  EXPECT_EQ(b[0].entries[1].offset, 5);
+  EXPECT_EQ(b[0].numel, 9);
+  EXPECT_EQ(b[1].entries[0].param, 1u);
+  EXPECT_EQ(b[1].numel, 20);
+  EXPECT_EQ(b[2].entries[0].param, 0u);
+  int64_t total = 0;
+  for (auto& x : b) total += x.numel;
+  EXPECT_EQ(total, 30);
+}
+
+TEST(CommThread, RunsInOrderAndRethrows) {
+  CommThread t;
+  std::vector<int> order;
+  for (int i = 0; i < 5; ++i) t.submit([&, i] { order.push_back(i); });
+  t.waitAll();
+  EXPECT_EQ(order, (std::vector<int>{0, 1, 2, 3, 4}));
+  t.submit([] { throw InvalidArgument("boom"); });
+  EXPECT_THROW(t.waitAll(), InvalidArgument);
+}
+
+struct Net : torch::nn::Module {
+  Net() {
+    a = register_module("a", torch::nn::Linear(6, 5));
+    b = register_module("b", torch::nn::Linear(5, 3));
+    unused = register_module("unused", torch::nn::Linear(2, 2));
+  }
+  torch::Tensor forward(torch::Tensor x) { return b(torch::relu(a(x))); }
+  torch::nn::Linear a{nullptr}, b{nullptr}, unused{nullptr};
+};
+
+// Runs fn(rank, comm, net) on `n` threads with nets built beforehand from
+// `seeds[rank]` (libtorch's RNG is global, so not inside the threads).
+void withRanks(int n, std::vector<int> seeds,
+               const std::function<void(int, Communicator&, Net&)>& fn) {
+  std::vector<std::shared_ptr<Net>> nets;
+  for (int r = 0; r < n; ++r) {
+    torch::manual_seed(seeds[r]);
+    nets.push_back(std::make_shared<Net>());
+  }
+  auto comms = makeInProcessGroup(n);
+  std::vector<std::thread> threads;
+  std::vector<std::exception_ptr> errors(n);
+  for (int r = 0; r < n; ++r) {
+    comms[r]->setTimeoutMs(10000);
+    threads.emplace_back([&, r] {
+      try {
+        fn(r, *comms[r], *nets[r]);
+      } catch (...) {
+        errors[r] = std::current_exception();
+        comms[r]->postError("rank failed");
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+}
+
+torch::Tensor inputFor(int rank) {
+  return torch::arange(24, torch::kFloat32).reshape({4, 6}).add(rank).mul(0.1);
+}
+
+TEST(Ddp, SummedGradientsMatchReferenceAcrossBuckets) {
+  const int n = 3;
+  // Reference: one process, the sum of every rank's loss.
+  torch::manual_seed(7);
+  Net ref;
+  torch::Tensor total = torch::zeros({});
+  for (int r = 0; r < n; ++r) total = total + ref.forward(inputFor(r)).pow(2).sum();
+  total.backward();
+  std::vector<torch::Tensor> want;
+  for (auto& p : ref.parameters()) want.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+
+  for (bool overlap : {true, false}) {
+    withRanks(n, {7, 7, 7}, [&](int r, Communicator& comm, Net& net) {
+      DdpOptions o;
+      o.fusionBytes = 64;  // several buckets
+      o.overlap = overlap;
+      o.allreduce = "ring";
+      DistributedDataParallel ddp(net, comm, o);
+      EXPECT_GT(ddp.buckets().size(), 2u);
+      ddp.verifyIdentical();
+      for (int round = 0; round < 2; ++round) {  // zeroGrad must reset the buckets
+        ddp.zeroGrad();
+        ddp.beginBackward(true);
+        net.forward(inputFor(r)).pow(2).sum().backward();
+        ddp.finishBackward();
+        auto params = net.parameters();
+        for (size_t i = 0; i < params.size(); ++i) {
+          if (!want[i].defined()) {
+            EXPECT_EQ(params[i].grad().abs().max().item<float>(), 0.f);  // unused: zeros
+            continue;
+          }
+          EXPECT_TRUE(torch::allclose(params[i].grad(), want[i], 1e-5, 1e-6))
+              << "rank " << r << " param " << i << " overlap " << overlap;
+        }
+      }
+    });
+  }
+}
+
+TEST(Ddp, AccumulationExchangesOnlyOnTheLastMicroBatch) {
+  withRanks(2, {3, 3}, [&](int r, Communicator& comm, Net& net) {
+    DistributedDataParallel ddp(net, comm, DdpOptions{});
+    ddp.zeroGrad();
+    ddp.beginBackward(false);
+    net.forward(inputFor(r)).sum().backward();
+    EXPECT_EQ(ddp.finishBackward(), 0.0);  // nothing exchanged
+    torch::Tensor local = net.a->weight.grad().clone();
+    auto other = ddp.allreduceSum({local.sum().item<double>()})[0];
+    ddp.beginBackward(true);
+    net.forward(inputFor(r)).sum().backward();
+    ddp.finishBackward();
+    // Both micro-batches of both ranks: twice the sum of the ranks' local sums.
+    EXPECT_NEAR(net.a->weight.grad().sum().item<double>(), 2 * other, 1e-3);
+  });
+}
+
+TEST(Ddp, ChecksumNamesTheDifferingTensor) {
+  std::atomic<int> caught{0};
+  EXPECT_THROW(withRanks(2, {1, 2}, [&](int, Communicator& comm, Net& net) {
+                 DistributedDataParallel ddp(net, comm, DdpOptions{});
+                 try {
+                   ddp.verifyIdentical();
+                 } catch (const MismatchError& e) {
+                   EXPECT_NE(std::string(e.what()).find("'a.weight'"), std::string::npos) << e.what();
+                   ++caught;
+                   throw;
+                 }
+               }),
+               MismatchError);
+  EXPECT_EQ(caught.load(), 2);
+}
+
+TEST(Ddp, AverageBuffersAndScalarCollectives) {
+  withRanks(2, {1, 1}, [&](int r, Communicator& comm, Net& net) {
+    auto bn = net.register_module("bn", torch::nn::BatchNorm1d(3));
+    {
+      torch::NoGradGuard g;
+      bn->running_mean.fill_(r == 0 ? 1.0 : 3.0);
+    }
+    DistributedDataParallel ddp(net, comm, DdpOptions{});
+    ddp.averageBuffers();
+    EXPECT_FLOAT_EQ(bn->running_mean[0].item<float>(), 2.0f);
+    EXPECT_DOUBLE_EQ(ddp.allreduceMax({double(r), -1.5})[0], 1.0);
+    EXPECT_DOUBLE_EQ(ddp.allreduceMin({double(r), -1.5})[1], -1.5);
+    EXPECT_NEAR(ddp.allreduceSum({0.1 + r})[0], 1.2, 1e-12);
+  });
+}
+
+}  // namespace
+}  // namespace bigbatch
