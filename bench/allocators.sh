@@ -20,9 +20,13 @@ for r in $(seq "$repeats"); do
       glibc-tunables) env=(GLIBC_TUNABLES=$tunables) ;;
       jemalloc) [ -n "$jemalloc" ] || continue; env=(LD_PRELOAD=$jemalloc) ;;
     esac
+    # One process with 2 threads, as measured in docs/BENCHMARKS.md.
     env "${env[@]}" "$bin" train configs/default.toml --set train.epochs="$epochs" \
+      --set run.workers=1 --set train.batch_size=128 \
       --set train.stop_at_target=false --run-dir "$out/$mode" --overwrite -q
-    awk -F, -v m="$mode" 'NR > 1 {img += $8; ep += $7; bw += $12; ev += $14; n++}
+    awk -F, -v m="$mode" 'NR == 1 {for (i = 1; i <= NF; i++) col[$i] = i; next}
+      {img += $col["img_s"]; ep += $col["epoch_time_s"]; bw += $col["backward_s"];
+       ev += $col["eval_s"]; n++}
       END {printf "%-22s %10.0f %10.2f %10.2f %10.2f\n", m, img / n, ep / n, bw / n, ev / n}' \
       "$out/$mode/metrics.csv"
   done

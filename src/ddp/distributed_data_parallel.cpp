@@ -192,7 +192,10 @@ void DistributedDataParallel::markReady(size_t param) {
 }
 
 void DistributedDataParallel::launchReadyBuckets() {
-  while (nextLaunch_ < layout_.size() && pending_[nextLaunch_] == 0) launch(nextLaunch_++);
+  // The last bucket fills at the very end of backward, when there is nothing
+  // left to overlap with: finishBackward() reduces it on this thread, which
+  // saves two thread hand-offs per step.
+  while (nextLaunch_ + 1 < layout_.size() && pending_[nextLaunch_] == 0) launch(nextLaunch_++);
 }
 
 void DistributedDataParallel::launch(size_t bucket) {
@@ -205,10 +208,15 @@ void DistributedDataParallel::launch(size_t bucket) {
 double DistributedDataParallel::finishBackward() {
   if (!sync_) return 0;
   const auto t0 = std::chrono::steady_clock::now();
-  // Parameters that took no part in this backward still have their
-  // (zero) gradients exchanged: every rank must reduce every bucket.
-  while (nextLaunch_ < layout_.size()) launch(nextLaunch_++);
+  // Buckets not launched yet — the last one, and any whose parameters took
+  // no part in this backward (their zero gradients are exchanged too: every
+  // rank must reduce every bucket) — are reduced here, in order, once the
+  // communication thread is idle (MPI is entered by one thread at a time).
   thread_->waitAll();
+  for (; nextLaunch_ < layout_.size(); ++nextLaunch_) {
+    torch::Tensor& buf = buffers_[nextLaunch_];
+    allreduce_->run(comm_, buf.data_ptr(), static_cast<size_t>(buf.numel()), DataType::kFloat32);
+  }
   sync_ = false;
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -102,3 +102,20 @@ TEST(Cli, BenchAllreduceRejectsUnknownAlgorithm) {
 }
 
 }  // namespace
+
+namespace {
+
+// docs/CONFIG.md is generated from the schema; a key added without
+// regenerating it (`bigbatch keys --markdown`) fails here.
+TEST(Cli, ConfigDocMatchesSchema) {
+  Outcome o = run("keys --markdown");
+  ASSERT_EQ(o.status, 0);
+  const char* src = std::getenv("BIGBATCH_SOURCE_DIR");
+  ASSERT_NE(src, nullptr);
+  std::ifstream in(std::string(src) + "/docs/CONFIG.md");
+  const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_NE(doc.find(o.output), std::string::npos)
+      << "docs/CONFIG.md is stale: regenerate it with `bigbatch keys --markdown`";
+}
+
+}  // namespace

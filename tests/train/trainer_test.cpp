@@ -6,6 +6,8 @@
 #include <fstream>
 #include <map>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "bigbatch/common/error.h"
@@ -36,13 +38,16 @@ class ShortRun : public ::testing::Test {
     c.set("train.epochs=3");
     c.set("train.target_accuracy=0.99");  // not reached: the run must go on and say so
     c.set("run.threads=2");
-    dir_ = ::testing::TempDir() + "/short_run";
+    // One directory per process: CTest runs each case of this suite as its
+    // own process, possibly in parallel.
+    dir_ = ::testing::TempDir() + "/short_run_" + std::to_string(::getpid());
     std::filesystem::remove_all(dir_);
     TrainOptions o;
     o.runDir = dir_;
     o.verbosity = Verbosity::kQuiet;
     result_ = train(c, o);
   }
+  static void TearDownTestSuite() { std::filesystem::remove_all(dir_); }
   static inline std::string dir_;
   static inline TrainResult result_;
 };

@@ -16,8 +16,10 @@
 // samples divided by the global batch (samples of all ranks and accumulation
 // steps), so uneven shards and accumulation stay exact.
 //
-// Threading: one compute thread calls every method; the Communicator is used
-// only by the internal communication thread from construction on.
+// Threading: one compute thread calls every method. The Communicator is used
+// by the internal communication thread, and by the compute thread only in
+// finishBackward() after that thread went idle (the last bucket is reduced
+// inline: nothing is left to overlap it with) — never by both at once.
 #pragma once
 
 #include <torch/torch.h>

@@ -1,0 +1,130 @@
+#!/usr/bin/python3
+"""PyTorch's own DistributedDataParallel (gloo) on the same models, batch and
+threads as `bench/ddp_bench.sh` runs bigbatch with, for a side-by-side img/s.
+
+  /usr/bin/python3 bench/pytorch_ddp.py --model cnn --batch 64 --steps 100 --ranks 2
+
+Models mirror bigbatch's (src/models): `cnn` = the default 5-conv BN CNN
+[16, 32, 64] x [2, 2, 1]; `resnet` = the small-image ResNet [32, 64, 128] x
+[2, 2, 2] (696 k parameters). Channels-last, SGD + Nesterov 0.9, weight decay
+5e-4, label smoothing 0.1, 1 thread per rank, random 1x28x28 inputs made once
+(no input pipeline on either side of the comparison beyond bigbatch's own
+batch assembly). Prints one JSON line: img/s over the timed steps (after
+`--warmup` steps), the slowest rank's time.
+"""
+import argparse
+import json
+import os
+import time
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Cnn(nn.Module):
+    def __init__(self, widths=(16, 32, 64), blocks=(2, 2, 1)):
+        super().__init__()
+        layers, cin = [], 1
+        for s, (w, b) in enumerate(zip(widths, blocks)):
+            for i in range(b):
+                layers += [nn.Conv2d(cin, w, 3, padding=1, bias=False), nn.BatchNorm2d(w), nn.ReLU()]
+                cin = w
+                if i == b - 1 and s + 1 < len(widths):
+                    layers.append(nn.MaxPool2d(2))
+        self.body = nn.Sequential(*layers)
+        self.fc = nn.Linear(cin, 10)
+
+    def forward(self, x):
+        return self.fc(F.adaptive_avg_pool2d(self.body(x), 1).flatten(1))
+
+
+class Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+
+    def forward(self, x):
+        out = F.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return F.relu(out + (self.down(x) if self.down is not None else x))
+
+
+class ResNet(nn.Module):
+    def __init__(self, widths=(32, 64, 128), blocks=(2, 2, 2)):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, widths[0], 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(widths[0])
+        stages, cin = [], widths[0]
+        for s, (w, b) in enumerate(zip(widths, blocks)):
+            for i in range(b):
+                stages.append(Block(cin, w, 2 if (i == 0 and s > 0) else 1))
+                cin = w
+        self.layers = nn.Sequential(*stages)
+        self.fc = nn.Linear(cin, 10)
+
+    def forward(self, x):
+        x = self.layers(F.relu(self.bn1(self.conv1(x))))
+        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def worker(rank, args, port):
+    torch.set_num_threads(args.threads)
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
+    torch.manual_seed(1)
+    model = (Cnn() if args.model == "cnn" else ResNet()).to(memory_format=torch.channels_last)
+    ddp = nn.parallel.DistributedDataParallel(model)
+    decay = [p for p in model.parameters() if p.dim() > 1]
+    no_decay = [p for p in model.parameters() if p.dim() <= 1]
+    opt = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4},
+                           {"params": no_decay, "weight_decay": 0.0}],
+                          lr=0.05, momentum=0.9, nesterov=True)
+    g = torch.Generator().manual_seed(rank)
+    x = torch.rand(args.batch, 1, 28, 28, generator=g).contiguous(memory_format=torch.channels_last)
+    y = torch.randint(0, 10, (args.batch,), generator=g)
+    for step in range(args.warmup + args.steps):
+        if step == args.warmup:
+            dist.barrier()
+            t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=False)
+        loss = F.cross_entropy(ddp(x), y, label_smoothing=0.1)
+        loss.backward()
+        opt.step()
+    dist.barrier()
+    seconds = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+    dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
+    if rank == 0:
+        imgs = args.steps * args.batch * args.ranks
+        print(json.dumps({"system": "pytorch_ddp_gloo", "model": args.model, "ranks": args.ranks,
+                          "batch_per_rank": args.batch, "threads": args.threads,
+                          "steps": args.steps, "seconds": seconds.item(),
+                          "img_s": imgs / seconds.item(),
+                          "parameters": sum(p.numel() for p in model.parameters())}), flush=True)
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__)
+    p.add_argument("--model", choices=["cnn", "resnet"], default="cnn")
+    p.add_argument("--batch", type=int, default=64)
+    p.add_argument("--steps", type=int, default=100)
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--threads", type=int, default=1)
+    args = p.parse_args()
+    port = 29500 + os.getpid() % 1000
+    mp.spawn(worker, args=(args, port), nprocs=args.ranks, join=True)
+
+
+if __name__ == "__main__":
+    main()
