@@ -2,6 +2,7 @@
 //
 //   bigbatch train CONFIG.toml [--set key=value]... [--run-dir DIR] [--overwrite] [--workers N]
 //   bigbatch keys [--markdown]
+//   bigbatch export RUN_DIR|WEIGHTS.pt OUT.pt
 //   bigbatch bench allreduce [--min-bytes B] [--max-bytes B] [--algorithms LIST] [--json] ...
 //
 // Every error a user can cause ends with a one-line message naming the problem
@@ -9,8 +10,10 @@
 #include <CLI/CLI.hpp>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 
+#include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/trainer.h"
@@ -23,7 +26,7 @@ namespace {
 
 int runTrain(const std::string& configPath, const std::vector<std::string>& sets,
              const std::string& runDir, bool overwrite, bool quiet, bool verbose, int workers,
-             int argc, char** argv) {
+             const std::string& initFrom, int argc, char** argv) {
   bigbatch::Config config = bigbatch::defaultTrainingConfig();
   config.mergeFile(configPath);
   for (const auto& s : sets) config.set(s);
@@ -34,6 +37,7 @@ int runTrain(const std::string& configPath, const std::vector<std::string>& sets
   options.configPath = configPath;
   options.runDir = runDir;
   options.overwrite = overwrite;
+  options.initFrom = initFrom;
   options.verbosity = quiet     ? bigbatch::Verbosity::kQuiet
                       : verbose ? bigbatch::Verbosity::kVerbose
                                 : bigbatch::Verbosity::kNormal;
@@ -82,6 +86,12 @@ int main(int argc, char** argv) {
                     "run directory (default: run.dir, else runs/<config stem>-<UTC timestamp>)");
   train->add_flag("--overwrite", overwrite,
                   "reuse a run directory that already holds a run (default: refuse)");
+  std::string initFrom;
+  train->add_option("--init-from", initFrom,
+                    "start from the weights of a state-dict file (a run's model.pt, `bigbatch "
+                    "export`, or torch.save(model.state_dict()) in Python); default: initialise "
+                    "from run.seed")
+      ->check(CLI::ExistingFile);
   int workers = 0;
   train->add_option("--workers", workers,
                     "ranks to start on this machine through mpirun (default: run.workers, 1); "
@@ -93,6 +103,14 @@ int main(int argc, char** argv) {
   auto* keys = app.add_subcommand("keys", "list every config key with its type, default and range");
   bool markdown = false;
   keys->add_flag("--markdown", markdown, "print a Markdown table (default: plain text)");
+
+  auto* exportCmd = app.add_subcommand(
+      "export", "write a run's trained weights as a PyTorch state dict (torch.load reads it)");
+  std::string exportSource, exportTarget;
+  exportCmd->add_option("source", exportSource, "a run directory (its model.pt) or a .pt file")
+      ->required()
+      ->check(CLI::ExistingPath);
+  exportCmd->add_option("output", exportTarget, "the .pt file to write")->required();
 
   auto* bench = app.add_subcommand("bench", "benchmarks (run multi-rank ones under mpirun)");
   bench->require_subcommand(1);
@@ -141,7 +159,23 @@ int main(int argc, char** argv) {
 
   try {
     if (*train) {
-      return runTrain(configPath, sets, runDir, overwrite, quiet, verbose, workers, argc, argv);
+      return runTrain(configPath, sets, runDir, overwrite, quiet, verbose, workers, initFrom, argc,
+                      argv);
+    }
+    if (*exportCmd) {
+      std::string source = exportSource;
+      if (std::filesystem::is_directory(source)) {
+        source = (std::filesystem::path(source) / "model.pt").string();
+        BIGBATCH_CHECK(std::filesystem::exists(source), bigbatch::IoError,
+                       "run directory '{}' holds no model.pt: the run did not finish (only a "
+                       "completed run writes its weights)",
+                       exportSource);
+      }
+      const auto dict = bigbatch::readStateDict(source);
+      bigbatch::writeStateDict(dict, exportTarget);
+      std::printf("wrote %zu tensors to %s (Python: torch.load(\"%s\"))\n", dict.size(),
+                  exportTarget.c_str(), exportTarget.c_str());
+      return 0;
     }
     if (*benchAllreduce) {
       ar.memcpy = !noMemcpy;

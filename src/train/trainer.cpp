@@ -7,6 +7,7 @@
 #include <fstream>
 #include <thread>
 
+#include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/collectives/allreduce.h"
 #include "bigbatch/comm/in_process_communicator.h"
 #include "bigbatch/comm/mpi_communicator.h"
@@ -223,6 +224,10 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
     job.model = buildModel(modelOptions(c, trainData));
   }
   auto model = job.model;
+  if (!o.initFrom.empty()) {
+    loadStateDict(*model, o.initFrom);  // every rank: the checksum below still holds
+    log().info("initial weights from {}", o.initFrom);
+  }
   if (channelsLast) toChannelsLast(*model);
   model->train();
 
@@ -440,6 +445,8 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
   ml.close();
 
   if (runDir) {
+    // Rank 0's weights and BatchNorm statistics, readable by torch.load.
+    saveStateDict(*model, runDir->file("model.pt"));
     nlohmann::ordered_json summary;
     summary["reached_target"] = result.reachedTarget;
     summary["target_accuracy"] = result.targetAccuracy;

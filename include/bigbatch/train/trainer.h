@@ -42,6 +42,10 @@ struct TrainOptions {
   std::string runDir;      // overrides run.dir when non-empty
   bool overwrite = false;  // allow a run directory that already holds a run
   Verbosity verbosity = Verbosity::kNormal;
+  // A state-dict file (model.pt of a run, `bigbatch export`, or Python's
+  // torch.save(model.state_dict())) to start from instead of the seed's
+  // initialisation; names and shapes must match the model.
+  std::string initFrom;
   // The ranks to train on; null: MPI's world when started by mpirun, else
   // this process alone.
   Communicator* comm = nullptr;

@@ -1,0 +1,114 @@
+#include "bigbatch/ckpt/state_dict.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iterator>
+#include <set>
+
+#include "bigbatch/common/error.h"
+
+namespace bigbatch {
+namespace {
+
+std::string shapeText(const at::Tensor& t) {
+  std::string s = "[";
+  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
+  return s + "]";
+}
+
+}  // namespace
+
+void writeStateDict(const c10::Dict<std::string, at::Tensor>& dict, const std::string& path) {
+  const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  BIGBATCH_CHECK(fd >= 0, IoError, "cannot write '{}': {}", tmp, std::strerror(errno));
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      BIGBATCH_THROW(IoError, "writing '{}' failed: {}", tmp, std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  BIGBATCH_CHECK(synced, IoError, "fsync of '{}' failed: {}", tmp, std::strerror(errno));
+  BIGBATCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, IoError,
+                 "cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
+}
+
+void saveStateDict(torch::nn::Module& module, const std::string& path) {
+  c10::Dict<std::string, at::Tensor> dict;
+  torch::NoGradGuard noGrad;
+  for (const auto& item : module.named_parameters()) {
+    dict.insert(item.key(), item.value().detach().contiguous().cpu().clone());
+  }
+  for (const auto& item : module.named_buffers()) {
+    dict.insert(item.key(), item.value().detach().contiguous().cpu().clone());
+  }
+  writeStateDict(dict, path);
+}
+
+c10::Dict<std::string, at::Tensor> readStateDict(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  BIGBATCH_CHECK(in.good(), IoError, "cannot open weights file '{}': {}", path,
+                 std::strerror(errno));
+  std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  c10::IValue value;
+  try {
+    value = torch::pickle_load(bytes);
+  } catch (const c10::Error& e) {
+    BIGBATCH_THROW(InvalidArgument,
+                   "'{}' is not a PyTorch state-dict file (torch.save of a dict of tensors): {}",
+                   path, e.what_without_backtrace());
+  }
+  BIGBATCH_CHECK(value.isGenericDict(), InvalidArgument,
+                 "'{}' holds a {}, not a dict from names to tensors (save model.state_dict())",
+                 path, value.tagKind());
+  c10::Dict<std::string, at::Tensor> out;
+  for (const auto& entry : value.toGenericDict()) {
+    BIGBATCH_CHECK(entry.key().isString() && entry.value().isTensor(), InvalidArgument,
+                   "'{}' has an entry that is not name -> tensor ({} -> {})", path,
+                   entry.key().tagKind(), entry.value().tagKind());
+    out.insert(entry.key().toStringRef(), entry.value().toTensor());
+  }
+  return out;
+}
+
+void loadStateDict(torch::nn::Module& module, const std::string& path) {
+  const auto dict = readStateDict(path);
+  std::set<std::string> used;
+  torch::NoGradGuard noGrad;
+  auto assign = [&](const std::string& name, torch::Tensor& target) {
+    BIGBATCH_CHECK(dict.contains(name), InvalidArgument,
+                   "'{}' has no tensor '{}' that this model needs; it was saved from another "
+                   "architecture (compare model.* in the config)",
+                   path, name);
+    const at::Tensor src = dict.at(name);
+    BIGBATCH_CHECK(src.sizes() == target.sizes(), InvalidArgument,
+                   "'{}': tensor '{}' has shape {} in the file but {} in this model; it was saved "
+                   "from another architecture (compare model.* in the config)",
+                   path, name, shapeText(src), shapeText(target));
+    target.copy_(src);
+    used.insert(name);
+  };
+  for (auto& item : module.named_parameters()) assign(item.key(), item.value());
+  for (auto& item : module.named_buffers()) assign(item.key(), item.value());
+  for (const auto& entry : dict) {
+    BIGBATCH_CHECK(used.count(entry.key()), InvalidArgument,
+                   "'{}' holds tensor '{}' that this model does not have; it was saved from "
+                   "another architecture (compare model.* in the config)",
+                   path, entry.key());
+  }
+}
+
+}  // namespace bigbatch
