@@ -42,6 +42,9 @@ void launchWorkers(int workers, int argc, char** argv) {
     if (a.rfind("--workers=", 0) == 0) continue;
     args.push_back(a);
   }
+  // The ranks' stdout is a pipe or pty of mpirun's; tell them what the
+  // user's is, so the progress bar is drawn only on a real terminal.
+  setenv("BIGBATCH_STDOUT_TTY", isatty(STDOUT_FILENO) ? "1" : "0", 1);
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
   cargs.push_back(nullptr);

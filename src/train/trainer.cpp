@@ -21,6 +21,7 @@
 #include "bigbatch/optim/sgd.h"
 #include "bigbatch/schedule/lr_schedule.h"
 #include "bigbatch/train/config_schema.h"
+#include "bigbatch/train/progress.h"
 #include "bigbatch/train/run_dir.h"
 
 namespace bigbatch {
@@ -299,6 +300,7 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
   const auto runStart = Clock::now();
   const double initSeconds = std::chrono::duration<double>(runStart - initStart).count();
 
+  Progress progress(!quiet);
   TrainResult result;
   result.targetAccuracy = target;
   result.globalBatchSize = globalBatch;
@@ -322,6 +324,7 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
       double dataS = 0, forwardS = 0, backwardS = 0, commS = 0, optimizerS = 0;
       double lossSum = 0, correct = 0, seen = 0;
       double lr = 0;
+      progress.startEpoch(epoch, epochs, plan.steps);
       for (int64_t s = 0; s < plan.steps; ++s) {
         // Images in this global batch (the last one of an epoch may be short):
         // each rank's loss is its sum divided by this, so the summed
@@ -371,7 +374,10 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
           const double global = ddp.allreduceSum({stepLoss})[0];
           o.onStep({epoch, step, global / static_cast<double>(stepSamples), stepSamples, lr});
         }
+        // Rank 0's view: its own loss, every rank's images (same shard sizes).
+        progress.update(s + 1, static_cast<int64_t>(seen) * worldSize, lossSum / std::max(seen, 1.0));
       }
+      progress.finishEpoch();
       const double epochTrainS = secondsSince(epochStart);
       BIGBATCH_MLLOG_END(ml, mlkey::kEpochStop, {{"epoch_num", epoch}});
       // Epoch totals across ranks; the exposed wait per rank as min and max,
