@@ -89,6 +89,50 @@ void sumMany(DataType type, void* dst, const void* const* srcs, int n, size_t co
   BIGBATCH_THROW(InvalidArgument, "sumMany: unknown type {}", static_cast<int>(type));
 }
 
+void packFloats(DataType type, void* out, const float* in, size_t count, float scale) {
+  switch (type) {
+    case DataType::kFloat32: {
+      auto* o = static_cast<float*>(out);
+      for (size_t i = 0; i < count; ++i) o[i] = in[i] * scale;
+      return;
+    }
+    case DataType::kFloat16: {
+      auto* o = static_cast<c10::Half*>(out);
+      for (size_t i = 0; i < count; ++i) o[i] = c10::Half(in[i] * scale);
+      return;
+    }
+    case DataType::kBFloat16: {
+      auto* o = static_cast<c10::BFloat16*>(out);
+      for (size_t i = 0; i < count; ++i) o[i] = c10::BFloat16(in[i] * scale);
+      return;
+    }
+    default: break;
+  }
+  BIGBATCH_THROW(InvalidArgument, "packFloats: {} is not a float type", dataTypeName(type));
+}
+
+void unpackFloats(DataType type, float* out, const void* in, size_t count, float scale) {
+  switch (type) {
+    case DataType::kFloat32: {
+      const auto* p = static_cast<const float*>(in);
+      for (size_t i = 0; i < count; ++i) out[i] = p[i] * scale;
+      return;
+    }
+    case DataType::kFloat16: {
+      const auto* p = static_cast<const c10::Half*>(in);
+      for (size_t i = 0; i < count; ++i) out[i] = static_cast<float>(p[i]) * scale;
+      return;
+    }
+    case DataType::kBFloat16: {
+      const auto* p = static_cast<const c10::BFloat16*>(in);
+      for (size_t i = 0; i < count; ++i) out[i] = static_cast<float>(p[i]) * scale;
+      return;
+    }
+    default: break;
+  }
+  BIGBATCH_THROW(InvalidArgument, "unpackFloats: {} is not a float type", dataTypeName(type));
+}
+
 void sumInto(DataType type, void* dst, const void* src, size_t count) {
   switch (type) {
     case DataType::kFloat32: return sumPlain<float>(dst, src, count);

@@ -72,7 +72,13 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, Commu
                    names_[numels.size()], std::string(p.dtype().name()));
     numels.push_back(p.numel());
   }
+  BIGBATCH_CHECK(options_.exchangeType == DataType::kFloat32 ||
+                     options_.exchangeType == DataType::kFloat16 ||
+                     options_.exchangeType == DataType::kBFloat16,
+                 InvalidArgument, "gradient exchange type {} must be float32, float16 or bfloat16",
+                 dataTypeName(options_.exchangeType));
   layout_ = layoutBuckets(numels, options_.fusionBytes);
+  wire_.resize(layout_.size());
   bucketOf_.resize(params_.size());
   views_.resize(params_.size());
   pending_.resize(layout_.size());
@@ -124,9 +130,10 @@ void DistributedDataParallel::verifyIdentical() {
   }
   // The bucket layout is part of the contract (fusion_bytes may differ).
   torch::Tensor layout = torch::empty({static_cast<int64_t>(layout_.size()) + 1}, torch::kInt64);
-  layout[0] = static_cast<int64_t>(options_.fusionBytes);
+  layout[0] = static_cast<int64_t>(options_.fusionBytes) * 8 +
+              static_cast<int64_t>(options_.exchangeType);
   for (size_t b = 0; b < layout_.size(); ++b) layout[b + 1] = layout_[b].numel;
-  names.push_back("<gradient bucket layout (train.fusion_bytes)>");
+  names.push_back("<gradient bucket layout (ddp.fusion_bytes, ddp.exchange_dtype)>");
   sums.push_back(checksum(layout));
   const size_t n = sums.size();
   // Count first, then max(x) and max(-x) of every checksum: equal iff identical.
@@ -199,10 +206,22 @@ void DistributedDataParallel::launchReadyBuckets() {
 }
 
 void DistributedDataParallel::launch(size_t bucket) {
-  torch::Tensor buf = buffers_[bucket];
-  thread_->submit([this, buf] {
-    allreduce_->run(comm_, buf.data_ptr(), static_cast<size_t>(buf.numel()), DataType::kFloat32);
-  });
+  thread_->submit([this, bucket] { reduceBucket(bucket); });
+}
+
+void DistributedDataParallel::reduceBucket(size_t bucket) {
+  torch::Tensor& buf = buffers_[bucket];
+  const size_t n = static_cast<size_t>(buf.numel());
+  float* data = buf.data_ptr<float>();
+  if (options_.exchangeType == DataType::kFloat32) {
+    allreduce_->run(comm_, data, n, DataType::kFloat32);
+    return;
+  }
+  std::vector<uint8_t>& wire = wire_[bucket];
+  wire.resize(n * elementSize(options_.exchangeType));
+  packFloats(options_.exchangeType, wire.data(), data, n, 1.0f / static_cast<float>(size_));
+  allreduce_->run(comm_, wire.data(), n, options_.exchangeType);
+  unpackFloats(options_.exchangeType, data, wire.data(), n, static_cast<float>(size_));
 }
 
 double DistributedDataParallel::finishBackward() {
@@ -213,10 +232,7 @@ double DistributedDataParallel::finishBackward() {
   // rank must reduce every bucket) — are reduced here, in order, once the
   // communication thread is idle (MPI is entered by one thread at a time).
   thread_->waitAll();
-  for (; nextLaunch_ < layout_.size(); ++nextLaunch_) {
-    torch::Tensor& buf = buffers_[nextLaunch_];
-    allreduce_->run(comm_, buf.data_ptr(), static_cast<size_t>(buf.numel()), DataType::kFloat32);
-  }
+  for (; nextLaunch_ < layout_.size(); ++nextLaunch_) reduceBucket(nextLaunch_);
   sync_ = false;
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

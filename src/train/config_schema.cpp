@@ -85,6 +85,10 @@ std::vector<ConfigField> trainingConfigSchema() {
       F("ddp.fusion_bytes", T::kInt, int64_t{1} << 20,
         "gradient bytes per exchange bucket (buckets are sent as soon as backward fills them)",
         4.0, 1073741824.0),
+      F("ddp.exchange_dtype", T::kString, std::string("fp32"),
+        "gradient type on the wire: fp16/bf16 halve the bytes (pre-divided by the world size, "
+        "summed in fp32, written back to fp32 gradients)",
+        {}, {}, {"fp32", "fp16", "bf16"}),
       F("ddp.overlap", T::kBool, true,
         "exchange each bucket during backward; false: all buckets after backward"),
       F("comm.allreduce", T::kString, std::string("auto"),

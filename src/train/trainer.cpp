@@ -235,6 +235,10 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
   DdpOptions ddpOptions;
   ddpOptions.fusionBytes = static_cast<size_t>(c.getInt("ddp.fusion_bytes"));
   ddpOptions.overlap = c.getBool("ddp.overlap");
+  const std::string exchange = c.getString("ddp.exchange_dtype");
+  ddpOptions.exchangeType = exchange == "fp16"   ? DataType::kFloat16
+                            : exchange == "bf16" ? DataType::kBFloat16
+                                                 : DataType::kFloat32;
   ddpOptions.allreduce = c.getString("comm.allreduce");
   ddpOptions.allreduceTable = c.getString("comm.allreduce_table");
   DistributedDataParallel ddp(*model, *comm, ddpOptions);

@@ -173,3 +173,59 @@ TEST(Ddp, AverageBuffersAndScalarCollectives) {
 
 }  // namespace
 }  // namespace bigbatch
+
+namespace bigbatch {
+namespace {
+
+// Gradients near fp16's limit (65504) summed over 4 ranks would overflow a
+// plain fp16 sum (4 x 40000 = 160000); pre-division by the world size keeps
+// every partial sum in range and the fp32 result is within fp16 rounding.
+TEST(Ddp, HalfExchangeDoesNotOverflowWithPreDivision) {
+  for (DataType t : {DataType::kFloat16, DataType::kBFloat16}) {
+    withRanks(4, {5, 5, 5, 5}, [&](int r, Communicator& comm, Net& net) {
+      DdpOptions o;
+      o.exchangeType = t;
+      DistributedDataParallel ddp(net, comm, o);
+      ddp.zeroGrad();
+      ddp.beginBackward(true);
+      // d/dw of sum(w) * 40000 = 40000 in every element.
+      net.a->weight.sum().mul(40000.0 + r).backward();
+      ddp.finishBackward();
+      const torch::Tensor g = net.a->weight.grad();
+      const double want = 4 * 40000.0 + 6;  // 160006
+      EXPECT_TRUE(torch::isfinite(g).all().item<bool>()) << dataTypeName(t);
+      EXPECT_NEAR(g.max().item<double>(), want, want * (t == DataType::kFloat16 ? 2e-3 : 1e-2))
+          << dataTypeName(t);
+      EXPECT_NEAR(g.min().item<double>(), want, want * (t == DataType::kFloat16 ? 2e-3 : 1e-2));
+    });
+  }
+}
+
+TEST(Ddp, HalfExchangeMatchesFloatExchangeWithinRounding) {
+  std::vector<torch::Tensor> ref;
+  for (DataType t : {DataType::kFloat32, DataType::kFloat16}) {
+    withRanks(2, {9, 9}, [&](int r, Communicator& comm, Net& net) {
+      DdpOptions o;
+      o.exchangeType = t;
+      o.fusionBytes = 64;
+      DistributedDataParallel ddp(net, comm, o);
+      ddp.zeroGrad();
+      ddp.beginBackward(true);
+      net.forward(inputFor(r)).pow(2).sum().backward();
+      ddp.finishBackward();
+      if (r != 0) return;
+      auto params = net.parameters();
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (t == DataType::kFloat32) {
+          ref.push_back(params[i].grad().clone());
+        } else {
+          // fp16 keeps 11 significant bits: relative error <= 2^-11 per rounding.
+          EXPECT_TRUE(torch::allclose(params[i].grad(), ref[i], 2e-3, 1e-4)) << "param " << i;
+        }
+      }
+    });
+  }
+}
+
+}  // namespace
+}  // namespace bigbatch

@@ -51,6 +51,12 @@ void sumInto(DataType type, void* dst, const void* src, size_t count);
 // for 16-bit types, rounded once). dst must not overlap any source.
 void sumMany(DataType type, void* dst, const void* const* srcs, int n, size_t count);
 
+// out[i] = type(in[i] · scale) for a 16-bit (or fp32) `type`, and back:
+// out[i] = float(in[i]) · scale. Plain loops (the communication thread must
+// not enter libtorch's OpenMP pool). Round to nearest even, as ATen.
+void packFloats(DataType type, void* out, const float* in, size_t count, float scale);
+void unpackFloats(DataType type, float* out, const void* in, size_t count, float scale);
+
 // Every rank learns the element-wise maximum of `values` (recursive doubling).
 void allreduceMaxInt64(Communicator& comm, int64_t* values, size_t count, int tag);
 
