@@ -71,6 +71,24 @@ class InProcessGroup : public std::enable_shared_from_this<InProcessGroup> {
     }
   }
 
+  // Waits, holding `lock`, until every rank reached a rendezvous; on timeout
+  // the error names the ranks that did not.
+  template <typename Present>
+  void awaitAll(std::unique_lock<std::mutex>& lock, const int& arrived, Present present,
+                int64_t timeoutMs, const char* what) {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+    while (arrived < size()) {
+      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
+        std::vector<int> missing;
+        for (int r = 0; r < size(); ++r) {
+          if (!present(r)) missing.push_back(r);
+        }
+        BIGBATCH_THROW(TimeoutError, "{}: rank {} did not arrive within {} ms ({} of {} arrived)",
+                       what, fmt::join(missing, ", "), timeoutMs, arrived, size());
+      }
+    }
+  }
+
   void checkError() {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!error_.empty()) {
@@ -90,18 +108,8 @@ class InProcessGroup : public std::enable_shared_from_this<InProcessGroup> {
     state.present.resize(size());
     state.present[rank] = true;
     cv_.notify_all();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
-    while (state.arrived < size()) {
-      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
-        std::vector<int> missing;
-        for (int r = 0; r < size(); ++r) {
-          if (!state.present[r]) missing.push_back(r);
-        }
-        BIGBATCH_THROW(TimeoutError,
-                       "shared segment: rank {} did not arrive within {} ms ({} of {} arrived)",
-                       fmt::join(missing, ", "), timeoutMs, state.arrived, size());
-      }
-    }
+    awaitAll(lock, state.arrived, [&](int r) { return static_cast<bool>(state.present[r]); },
+             timeoutMs, "shared segment");
     return state.block;
   }
 
@@ -121,18 +129,8 @@ class InProcessGroup : public std::enable_shared_from_this<InProcessGroup> {
     state.entries[rank] = {color, key, true};
     ++state.arrived;
     cv_.notify_all();
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
-    while (state.arrived < size()) {
-      if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
-        std::vector<int> missing;
-        for (int r = 0; r < size(); ++r) {
-          if (!state.entries[r].present) missing.push_back(r);
-        }
-        BIGBATCH_THROW(TimeoutError,
-                       "split: rank {} did not arrive within {} ms ({} of {} ranks arrived)",
-                       fmt::join(missing, ", "), timeoutMs, state.arrived, size());
-      }
-    }
+    awaitAll(lock, state.arrived, [&](int r) { return state.entries[r].present; }, timeoutMs,
+             "split");
     if (state.groups.empty()) {
       std::map<int, std::vector<std::pair<int, int>>> members;  // color -> (key, rank)
       for (int r = 0; r < size(); ++r) members[state.entries[r].color].push_back({state.entries[r].key, r});
