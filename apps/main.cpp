@@ -12,10 +12,12 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <tuple>
 
 #include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/train/config_schema.h"
+#include "bigbatch/train/timeline.h"
 #include "bigbatch/train/trainer.h"
 #include "bench_allreduce.h"
 #include "launch_workers.h"
@@ -26,7 +28,8 @@ namespace {
 
 int runTrain(const std::string& configPath, const std::vector<std::string>& sets,
              const std::string& runDir, bool overwrite, bool quiet, bool verbose, int workers,
-             const std::string& initFrom, int argc, char** argv) {
+             const std::string& initFrom, const std::string& timelinePath,
+             const std::string& timelineSteps, int argc, char** argv) {
   bigbatch::Config config = bigbatch::defaultTrainingConfig();
   config.mergeFile(configPath);
   for (const auto& s : sets) config.set(s);
@@ -38,6 +41,9 @@ int runTrain(const std::string& configPath, const std::vector<std::string>& sets
   options.runDir = runDir;
   options.overwrite = overwrite;
   options.initFrom = initFrom;
+  options.timelinePath = timelinePath;
+  std::tie(options.timelineFirstStep, options.timelineLastStep) =
+      bigbatch::parseStepRange(timelineSteps);
   options.verbosity = quiet     ? bigbatch::Verbosity::kQuiet
                       : verbose ? bigbatch::Verbosity::kVerbose
                                 : bigbatch::Verbosity::kNormal;
@@ -92,6 +98,14 @@ int main(int argc, char** argv) {
                     "export`, or torch.save(model.state_dict()) in Python); default: initialise "
                     "from run.seed")
       ->check(CLI::ExistingFile);
+  std::string timelinePath, timelineSteps = "1-100";
+  train->add_option("--timeline", timelinePath,
+                    "write a Chrome-trace timeline (chrome://tracing, Perfetto) of the traced "
+                    "steps to this file: per rank data, forward, backward, each bucket's "
+                    "allreduce, comm wait, optimizer, evaluation (default: none)");
+  train->add_option("--timeline-steps", timelineSteps,
+                    "steps to trace, FIRST-LAST, 1-based across epochs (bounds the file size)")
+      ->capture_default_str();
   int workers = 0;
   train->add_option("--workers", workers,
                     "ranks to start on this machine through mpirun (default: run.workers, 1); "
@@ -159,8 +173,8 @@ int main(int argc, char** argv) {
 
   try {
     if (*train) {
-      return runTrain(configPath, sets, runDir, overwrite, quiet, verbose, workers, initFrom, argc,
-                      argv);
+      return runTrain(configPath, sets, runDir, overwrite, quiet, verbose, workers, initFrom,
+                      timelinePath, timelineSteps, argc, argv);
     }
     if (*exportCmd) {
       std::string source = exportSource;

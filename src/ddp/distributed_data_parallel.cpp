@@ -206,22 +206,50 @@ void DistributedDataParallel::launchReadyBuckets() {
 }
 
 void DistributedDataParallel::launch(size_t bucket) {
-  thread_->submit([this, bucket] { reduceBucket(bucket); });
+  thread_->submit([this, bucket] { reduceBucket(bucket, false); });
 }
 
-void DistributedDataParallel::reduceBucket(size_t bucket) {
+void DistributedDataParallel::reduceBucket(size_t bucket, bool onComputeThread) {
+  const auto start = std::chrono::steady_clock::now();
   torch::Tensor& buf = buffers_[bucket];
   const size_t n = static_cast<size_t>(buf.numel());
   float* data = buf.data_ptr<float>();
   if (options_.exchangeType == DataType::kFloat32) {
     allreduce_->run(comm_, data, n, DataType::kFloat32);
-    return;
+  } else {
+    std::vector<uint8_t>& wire = wire_[bucket];
+    wire.resize(n * elementSize(options_.exchangeType));
+    packFloats(options_.exchangeType, wire.data(), data, n, 1.0f / static_cast<float>(size_));
+    allreduce_->run(comm_, wire.data(), n, options_.exchangeType);
+    unpackFloats(options_.exchangeType, data, wire.data(), n, static_cast<float>(size_));
   }
-  std::vector<uint8_t>& wire = wire_[bucket];
-  wire.resize(n * elementSize(options_.exchangeType));
-  packFloats(options_.exchangeType, wire.data(), data, n, 1.0f / static_cast<float>(size_));
-  allreduce_->run(comm_, wire.data(), n, options_.exchangeType);
-  unpackFloats(options_.exchangeType, data, wire.data(), n, static_cast<float>(size_));
+  if (options_.onExchange) {
+    options_.onExchange(bucket, n * elementSize(options_.exchangeType), start,
+                        std::chrono::steady_clock::now(), onComputeThread);
+  }
+}
+
+std::vector<std::string> DistributedDataParallel::gatherToRoot(const std::string& mine) {
+  std::vector<std::string> all;
+  if (rank_ == 0) all.push_back(mine);
+  if (size_ == 1) return all;
+  constexpr int kGatherTag = 0x7e20;
+  thread_->run([&] {
+    if (rank_ != 0) {
+      const uint64_t bytes = mine.size();
+      comm_.send(&bytes, sizeof bytes, 0, kGatherTag);
+      comm_.send(mine.data(), mine.size(), 0, kGatherTag);
+      return;
+    }
+    for (int r = 1; r < size_; ++r) {
+      uint64_t bytes = 0;
+      comm_.recv(&bytes, sizeof bytes, r, kGatherTag);
+      std::string text(bytes, '\0');
+      comm_.recv(text.data(), bytes, r, kGatherTag);
+      all.push_back(std::move(text));
+    }
+  });
+  return all;
 }
 
 double DistributedDataParallel::finishBackward() {
@@ -232,7 +260,7 @@ double DistributedDataParallel::finishBackward() {
   // rank must reduce every bucket) — are reduced here, in order, once the
   // communication thread is idle (MPI is entered by one thread at a time).
   thread_->waitAll();
-  for (; nextLaunch_ < layout_.size(); ++nextLaunch_) reduceBucket(nextLaunch_);
+  for (; nextLaunch_ < layout_.size(); ++nextLaunch_) reduceBucket(nextLaunch_, true);
   sync_ = false;
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -22,6 +22,7 @@
 #include "bigbatch/schedule/lr_schedule.h"
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/progress.h"
+#include "bigbatch/train/timeline.h"
 #include "bigbatch/train/run_dir.h"
 
 namespace bigbatch {
@@ -232,7 +233,22 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
   if (channelsLast) toChannelsLast(*model);
   model->train();
 
+  std::unique_ptr<Timeline> timeline;
+  if (!o.timelinePath.empty()) {
+    timeline = std::make_unique<Timeline>(rank, o.timelineFirstStep, o.timelineLastStep);
+  }
   DdpOptions ddpOptions;
+  if (timeline) {
+    Timeline* tl = timeline.get();
+    ddpOptions.onExchange = [tl](size_t bucket, size_t bytes, Clock::time_point start,
+                                 Clock::time_point end, bool inlined) {
+      if (tl->active()) {
+        tl->record("allreduce", Timeline::kCommThread, start, end,
+                   fmt::format(R"("bucket":{},"bytes":{},"on_compute_thread":{})", bucket, bytes,
+                               inlined ? "true" : "false"));
+      }
+    };
+  }
   ddpOptions.fusionBytes = static_cast<size_t>(c.getInt("ddp.fusion_bytes"));
   ddpOptions.overlap = c.getBool("ddp.overlap");
   const std::string exchange = c.getString("ddp.exchange_dtype");
@@ -336,6 +352,8 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
         const int64_t stepSamples = std::min(globalBatch, trainData.size() - s * globalBatch);
         const std::vector<int64_t>& shard = plan.batches[s];
         const int64_t shardSize = static_cast<int64_t>(shard.size());
+        if (timeline) timeline->setStep(step + 1);
+        const bool tracing = timeline && timeline->active();
         ddp.zeroGrad();
         double stepLoss = 0;
         for (int64_t a = 0; a < accumulation; ++a) {
@@ -367,12 +385,22 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
           dataS += std::chrono::duration<double>(t1 - t0).count();
           forwardS += std::chrono::duration<double>(t2 - t1).count();
           backwardS += std::chrono::duration<double>(t3 - t2).count();
+          if (tracing) {
+            timeline->record("data", Timeline::kComputeThread, t0, t1);
+            timeline->record("forward", Timeline::kComputeThread, t1, t2);
+            timeline->record("backward", Timeline::kComputeThread, t2, t3);
+          }
         }
+        const auto tWait = Clock::now();
         commS += ddp.finishBackward();
         auto t4 = Clock::now();
         lr = schedule.at(static_cast<double>(epoch - 1) + static_cast<double>(s) / plan.steps);
         optimizer.step(lr);
         optimizerS += secondsSince(t4);
+        if (tracing) {
+          timeline->record("comm_wait", Timeline::kComputeThread, tWait, t4);
+          timeline->record("optimizer", Timeline::kComputeThread, t4, Clock::now());
+        }
         ++step;
         if (o.onStep) {
           const double global = ddp.allreduceSum({stepLoss})[0];
@@ -403,6 +431,10 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
             *model, testData, c.getInt("train.eval_batch_size"), channelsLast, rank, worldSize));
         testAcc = ddp.allreduceSum({mine})[0] / static_cast<double>(testData.size());
         evalS = secondsSince(evalStart);
+        if (timeline && timeline->active()) {
+          timeline->record("evaluation", Timeline::kComputeThread, evalStart, Clock::now(),
+                           fmt::format(R"("epoch":{})", epoch));
+        }
         BIGBATCH_MLLOG_POINT(ml, mlkey::kEvalAccuracy, testAcc, {{"epoch_num", epoch}});
         BIGBATCH_MLLOG_END(ml, mlkey::kEvalStop, {{"epoch_num", epoch}});
         result.finalAccuracy = testAcc;
@@ -446,6 +478,15 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
     comm->postError(e.what());
     BIGBATCH_MLLOG_END(ml, mlkey::kRunStop, {{"status", "aborted"}});
     throw;
+  }
+
+  if (timeline) {
+    // Rank 0 collects every rank's events into one file.
+    const auto parts = ddp.gatherToRoot(timeline->eventsJson());
+    if (lead) {
+      Timeline::write(o.timelinePath, parts);
+      if (!quiet) fmt::print("timeline ({} rank(s)) written to {}\n", parts.size(), o.timelinePath);
+    }
   }
 
   result.trainTimeS = secondsSince(runStart);

@@ -24,6 +24,8 @@
 
 #include <torch/torch.h>
 
+#include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -46,6 +48,11 @@ struct DdpOptions {
   // accumulates in fp32, and the result is multiplied back into the fp32
   // bucket (Micikevicius et al. 2018; the 2048-GPU records sent fp16).
   DataType exchangeType = DataType::kFloat32;
+  // Called after each bucket's exchange (for timelines), on the thread that
+  // ran it; `onComputeThread` is true for the bucket reduced inline.
+  std::function<void(size_t bucket, size_t bytes, std::chrono::steady_clock::time_point start,
+                     std::chrono::steady_clock::time_point end, bool onComputeThread)>
+      onExchange;
 };
 
 class DistributedDataParallel {
@@ -77,6 +84,8 @@ class DistributedDataParallel {
   // Element-wise max / min across ranks.
   std::vector<double> allreduceMax(std::vector<double> values);
   std::vector<double> allreduceMin(std::vector<double> values);
+  // Rank 0 receives every rank's string (index = rank); others get {}.
+  std::vector<std::string> gatherToRoot(const std::string& mine);
   // Replaces the floating-point buffers (BatchNorm running statistics) by
   // their mean across ranks.
   void averageBuffers();
@@ -87,7 +96,8 @@ class DistributedDataParallel {
  private:
   void launchReadyBuckets();
   void launch(size_t bucket);
-  void reduceBucket(size_t bucket);  // on whichever thread holds the communicator
+  // On whichever thread holds the communicator.
+  void reduceBucket(size_t bucket, bool onComputeThread);
 
   torch::nn::Module& model_;
   Communicator& comm_;

@@ -46,6 +46,11 @@ struct TrainOptions {
   // torch.save(model.state_dict())) to start from instead of the seed's
   // initialisation; names and shapes must match the model.
   std::string initFrom;
+  // Chrome-trace timeline of steps [timelineFirstStep, timelineLastStep]
+  // (1-based, across epochs) written by rank 0 to this path; empty: none.
+  std::string timelinePath;
+  int64_t timelineFirstStep = 1;
+  int64_t timelineLastStep = 100;
   // The ranks to train on; null: MPI's world when started by mpirun, else
   // this process alone.
   Communicator* comm = nullptr;
