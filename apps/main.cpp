@@ -3,6 +3,7 @@
 //   bigbatch train CONFIG.toml [--set key=value]... [--run-dir DIR] [--overwrite] [--workers N]
 //   bigbatch keys [--markdown]
 //   bigbatch export RUN_DIR|WEIGHTS.pt OUT.pt
+//   bigbatch plot RUN_DIR... [-o DIR]
 //   bigbatch bench allreduce [--min-bytes B] [--max-bytes B] [--algorithms LIST] [--json] ...
 //
 // Every error a user can cause ends with a one-line message naming the problem
@@ -21,6 +22,7 @@
 #include "bigbatch/train/trainer.h"
 #include "bench_allreduce.h"
 #include "launch_workers.h"
+#include "plot.h"
 #include "bigbatch/comm/mpi_communicator.h"
 #include "process_env.h"
 
@@ -126,6 +128,15 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingPath);
   exportCmd->add_option("output", exportTarget, "the .pt file to write")->required();
 
+  auto* plotCmd = app.add_subcommand(
+      "plot", "PNG charts of runs: accuracy, loss, learning rate, img/s (gnuplot)");
+  std::vector<std::string> plotRunsArg;
+  std::string plotOut = "plots";
+  plotCmd->add_option("runs", plotRunsArg, "run directories (several runs share each chart)")
+      ->required()
+      ->check(CLI::ExistingDirectory);
+  plotCmd->add_option("-o,--out", plotOut, "directory for the PNG files")->capture_default_str();
+
   auto* bench = app.add_subcommand("bench", "benchmarks (run multi-rank ones under mpirun)");
   bench->require_subcommand(1);
   auto* benchAllreduce = bench->add_subcommand(
@@ -175,6 +186,10 @@ int main(int argc, char** argv) {
     if (*train) {
       return runTrain(configPath, sets, runDir, overwrite, quiet, verbose, workers, initFrom,
                       timelinePath, timelineSteps, argc, argv);
+    }
+    if (*plotCmd) {
+      for (const auto& png : bigbatch::plotRuns(plotRunsArg, plotOut)) std::printf("wrote %s\n", png.c_str());
+      return 0;
     }
     if (*exportCmd) {
       std::string source = exportSource;

@@ -1,7 +1,11 @@
 // The CLI as a user drives it: exit codes and messages for bad input.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <array>
+#include <cstdlib>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -116,6 +120,35 @@ TEST(Cli, ConfigDocMatchesSchema) {
   const std::string doc((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   EXPECT_NE(doc.find(o.output), std::string::npos)
       << "docs/CONFIG.md is stale: regenerate it with `bigbatch keys --markdown`";
+}
+
+}  // namespace
+
+namespace {
+
+// `bigbatch plot` on a run directory written here (the columns of metrics.csv).
+TEST(Cli, PlotWritesPngCharts) {
+  const std::string dir = ::testing::TempDir() + "/plot_run_" + std::to_string(::getpid());
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir + "/metrics.csv")
+      << "epoch,step,lr,train_loss,train_acc,test_acc,epoch_time_s,img_s,elapsed_s,data_s,"
+         "forward_s,backward_s,comm_wait_s,comm_wait_min_s,comm_wait_max_s,optimizer_s,eval_s\n"
+         "1,469,0.09,1.1,0.74,0.80,17,3500,17,0.1,5,11,0.5,0.4,0.6,0.1,0.2\n"
+         "2,938,0.05,0.8,0.88,,17,3600,34,0.1,5,11,0.5,0.4,0.6,0.1,0\n"
+         "3,1407,0.01,0.7,0.90,0.91,17,3550,51,0.1,5,11,0.5,0.4,0.6,0.1,0.2\n";
+  const std::string out = dir + "/plots";
+  Outcome o = run("plot " + dir + " " + dir + " -o " + out);
+  ASSERT_EQ(o.status, 0) << o.output;
+  for (const char* f : {"accuracy.png", "loss.png", "lr.png", "throughput.png"}) {
+    std::ifstream png(out + "/" + f, std::ios::binary);
+    char magic[4] = {};
+    png.read(magic, 4);
+    EXPECT_EQ(std::string(magic + 1, 3), "PNG") << f;
+  }
+  Outcome bad = run("plot " + out);  // no metrics.csv there
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.output.find("no metrics.csv"), std::string::npos) << bad.output;
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace

@@ -1,0 +1,164 @@
+#include "plot.h"
+
+#include <fmt/format.h>
+#include <nlohmann/json.hpp>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "bigbatch/common/config.h"
+#include "bigbatch/common/error.h"
+#include "bigbatch/train/config_schema.h"
+
+namespace bigbatch {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Run {
+  std::string label;
+  std::vector<std::string> header;
+  std::vector<std::vector<std::string>> rows;
+};
+
+std::vector<std::string> splitCsv(const std::string& line) {
+  std::vector<std::string> out;
+  std::stringstream ss(line);
+  std::string cell;
+  while (std::getline(ss, cell, ',')) out.push_back(cell);
+  if (!line.empty() && line.back() == ',') out.push_back("");
+  return out;
+}
+
+Run loadRun(const std::string& dir) {
+  Run run;
+  const fs::path metrics = fs::path(dir) / "metrics.csv";
+  std::ifstream in(metrics);
+  BIGBATCH_CHECK(in.good(), IoError, "'{}' has no metrics.csv: is it a bigbatch run directory?",
+                 dir);
+  std::string line;
+  std::getline(in, line);
+  run.header = splitCsv(line);
+  while (std::getline(in, line)) {
+    if (!line.empty()) run.rows.push_back(splitCsv(line));
+  }
+  BIGBATCH_CHECK(!run.rows.empty(), InvalidArgument, "'{}' holds no finished epoch yet",
+                 metrics.string());
+  // The label: the run's name and the settings that tell runs apart.
+  std::string label = fs::path(dir).filename().string();
+  if (label.empty()) label = fs::path(dir).parent_path().filename().string();
+  const fs::path configPath = fs::path(dir) / "config.toml";
+  const fs::path summaryPath = fs::path(dir) / "summary.json";
+  if (fs::exists(configPath)) {
+    Config c = defaultTrainingConfig();
+    c.mergeFile(configPath.string());
+    int64_t world = 0;
+    if (fs::exists(summaryPath)) {
+      std::ifstream s(summaryPath);
+      world = nlohmann::json::parse(s).value("world_size", int64_t{0});
+    }
+    label += fmt::format(" ({}{} x {}{}, {} lr {:g})", c.getString("model.name"),
+                         world ? fmt::format(", {}", world) : std::string(),
+                         c.getInt("train.batch_size"),
+                         c.getInt("train.accumulation_steps") > 1
+                             ? fmt::format(" x {}", c.getInt("train.accumulation_steps"))
+                             : std::string(),
+                         c.getString("optim.name"), c.getFloat("optim.lr"));
+  }
+  run.label = label;
+  return run;
+}
+
+int column(const Run& run, const std::string& name, const std::string& dir) {
+  for (size_t i = 0; i < run.header.size(); ++i) {
+    if (run.header[i] == name) return static_cast<int>(i);
+  }
+  BIGBATCH_THROW(InvalidArgument, "metrics.csv of '{}' has no column '{}'", dir, name);
+}
+
+std::string quote(const std::string& s) {
+  std::string out = "\"";
+  for (char ch : s) {
+    if (ch == '"' || ch == '\\') out += '\\';
+    out += ch;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::vector<std::string> plotRuns(const std::vector<std::string>& runDirs, const std::string& outDir) {
+  BIGBATCH_CHECK(!runDirs.empty(), InvalidArgument, "give at least one run directory");
+  BIGBATCH_CHECK(std::system("command -v gnuplot >/dev/null 2>&1") == 0, IoError,
+                 "gnuplot is not installed; run scripts/setup (apt-get install gnuplot-nox)");
+  fs::create_directories(outDir);
+  const fs::path data = fs::path(outDir) / ".plot-data";
+  fs::create_directories(data);
+
+  // One whitespace-separated data file per run: epoch step lr train_loss
+  // train_acc test_acc img_s (accuracies in %; "NaN" where not evaluated).
+  std::vector<Run> runs;
+  for (size_t r = 0; r < runDirs.size(); ++r) {
+    Run run = loadRun(runDirs[r]);
+    const std::vector<std::string> cols = {"epoch", "step", "lr", "train_loss", "train_acc",
+                                           "test_acc", "img_s"};
+    std::vector<int> idx;
+    for (const auto& c : cols) idx.push_back(column(run, c, runDirs[r]));
+    std::ofstream out(data / fmt::format("run{}.dat", r));
+    for (const auto& row : run.rows) {
+      for (size_t k = 0; k < idx.size(); ++k) {
+        std::string v = static_cast<size_t>(idx[k]) < row.size() ? row[idx[k]] : "";
+        if (v.empty()) v = "NaN";
+        if ((cols[k] == "train_acc" || cols[k] == "test_acc") && v != "NaN") {
+          v = fmt::format("{:.4f}", 100.0 * std::stod(v));
+        }
+        out << v << (k + 1 < idx.size() ? " " : "\n");
+      }
+    }
+    runs.push_back(std::move(run));
+  }
+
+  struct Chart {
+    std::string file, title, xlabel, ylabel;
+    std::vector<std::pair<int, std::string>> series;  // (column, suffix)
+    int xcol;
+  };
+  const std::vector<Chart> charts = {
+      {"accuracy.png", "Accuracy", "epoch", "accuracy (%)", {{6, "test"}, {5, "train"}}, 1},
+      {"loss.png", "Training loss", "epoch", "loss", {{4, ""}}, 1},
+      {"lr.png", "Learning rate (end of each epoch)", "step", "learning rate", {{3, ""}}, 2},
+      {"throughput.png", "Throughput", "epoch", "images / s", {{7, ""}}, 1},
+  };
+  std::string script = "set terminal pngcairo size 1000,600 noenhanced\nset grid\nset key below\n";
+  std::vector<std::string> written;
+  for (const auto& chart : charts) {
+    const std::string png = (fs::path(outDir) / chart.file).string();
+    script += fmt::format("set output {}\nset title {}\nset xlabel {}\nset ylabel {}\nplot ",
+                          quote(png), quote(chart.title), quote(chart.xlabel), quote(chart.ylabel));
+    bool first = true;
+    for (size_t r = 0; r < runs.size(); ++r) {
+      for (const auto& [col, suffix] : chart.series) {
+        const std::string title = suffix.empty() ? runs[r].label : runs[r].label + " " + suffix;
+        script += fmt::format("{}{} using {}:{} with linespoints lc {} dt {} title {}",
+                              first ? "" : ", ", quote((data / fmt::format("run{}.dat", r)).string()),
+                              chart.xcol, col, r + 1, suffix == "train" ? 2 : 1, quote(title));
+        first = false;
+      }
+    }
+    script += "\n";
+    written.push_back(png);
+  }
+  const fs::path scriptPath = data / "plot.gp";
+  std::ofstream(scriptPath) << script;
+  const std::string cmd = fmt::format("gnuplot {} 2>{}", quote(scriptPath.string()),
+                                      quote((data / "gnuplot.log").string()));
+  BIGBATCH_CHECK(std::system(cmd.c_str()) == 0, IoError, "gnuplot failed; see {}",
+                 (data / "gnuplot.log").string());
+  fs::remove_all(data);
+  return written;
+}
+
+}  // namespace bigbatch
