@@ -89,16 +89,15 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   train->add_option("--set", sets,
                     "override one config key, e.g. --set optim.lr=0.2 (repeatable; "
-                    "`bigbatch keys` lists every key)");
+                    "`bigbatch keys` lists every key; default: none)");
   train->add_option("--run-dir", runDir,
                     "run directory (default: run.dir, else runs/<config stem>-<UTC timestamp>)");
   train->add_flag("--overwrite", overwrite,
                   "reuse a run directory that already holds a run (default: refuse)");
   std::string initFrom;
   train->add_option("--init-from", initFrom,
-                    "start from the weights of a state-dict file (a run's model.pt, `bigbatch "
-                    "export`, or torch.save(model.state_dict()) in Python); default: initialise "
-                    "from run.seed")
+                    "start from the weights of a state-dict file (a run's model.pt or a `bigbatch "
+                    "export`; names and shapes must match); default: initialise from run.seed")
       ->check(CLI::ExistingFile);
   std::string timelinePath, timelineSteps = "1-100";
   train->add_option("--timeline", timelinePath,
