@@ -1,6 +1,7 @@
 // bigbatch: the command-line interface.
 //
 //   bigbatch train CONFIG.toml [--set key=value]... [--run-dir DIR] [--overwrite] [--workers N]
+//                  [--init-from FILE.pt] [--timeline FILE.json] [--timeline-steps A-B]
 //   bigbatch keys [--markdown]
 //   bigbatch export RUN_DIR|WEIGHTS.pt OUT.pt
 //   bigbatch plot RUN_DIR... [-o DIR]
@@ -16,6 +17,7 @@
 #include <tuple>
 
 #include "bigbatch/ckpt/state_dict.h"
+#include "bigbatch/comm/mpi_communicator.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/timeline.h"
@@ -23,7 +25,6 @@
 #include "bench_allreduce.h"
 #include "launch_workers.h"
 #include "plot.h"
-#include "bigbatch/comm/mpi_communicator.h"
 #include "process_env.h"
 
 namespace {
@@ -35,7 +36,9 @@ int runTrain(const std::string& configPath, const std::vector<std::string>& sets
   bigbatch::Config config = bigbatch::defaultTrainingConfig();
   config.mergeFile(configPath);
   for (const auto& s : sets) config.set(s);
-  bigbatch::validateTrainingConfig(config);  // bad input fails once, before any rank starts
+  // Bad input fails here, once, before any rank starts.
+  bigbatch::validateTrainingConfig(config);
+  const auto traced = bigbatch::parseStepRange(timelineSteps);
   if (workers == 0) workers = static_cast<int>(config.getInt("run.workers"));
   if (bigbatch::shouldLaunchWorkers(workers)) bigbatch::launchWorkers(workers, argc, argv);
   bigbatch::TrainOptions options;
@@ -44,8 +47,7 @@ int runTrain(const std::string& configPath, const std::vector<std::string>& sets
   options.overwrite = overwrite;
   options.initFrom = initFrom;
   options.timelinePath = timelinePath;
-  std::tie(options.timelineFirstStep, options.timelineLastStep) =
-      bigbatch::parseStepRange(timelineSteps);
+  std::tie(options.timelineFirstStep, options.timelineLastStep) = traced;
   options.verbosity = quiet     ? bigbatch::Verbosity::kQuiet
                       : verbose ? bigbatch::Verbosity::kVerbose
                                 : bigbatch::Verbosity::kNormal;
