@@ -12,7 +12,7 @@ struct BenchAllreduceOptions {
   std::string algorithms = "auto,shm,ring,halving_doubling,recursive_doubling,mpi";
   std::string type = "float32";           // float32 | bfloat16 | float16
   int iterations = 0;                     // timed calls per size; 0: ~2 GB moved, 5..200
-  int warmup = 3;                         // untimed calls per size and algorithm
+  int warmup = 20;                        // untimed calls per size and algorithm (auto tunes in its first 18)
   bool memcpy = true;                     // add rank 0's memcpy of the same size as a row
   bool json = false;                      // one JSON object per row instead of the table
   int64_t timeoutMs = 60000;

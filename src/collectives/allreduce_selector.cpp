@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <cstdint>
 
 #include "bigbatch/common/error.h"
@@ -97,6 +98,8 @@ AutoAllreduce::AutoAllreduce(AllreduceOptions options, AllreduceTable table)
   inner.checkSignature = false;  // the auto algorithm's run() checked the call
   for (const auto& rule : table_.singleHost) single_.push_back(makeAllreduce(rule.algorithm, inner));
   for (const auto& rule : table_.multiHost) multi_.push_back(makeAllreduce(rule.algorithm, inner));
+  ring_ = makeAllreduce("ring", inner);
+  mpi_ = makeAllreduce("mpi", inner);
 }
 
 size_t AutoAllreduce::pick(Communicator& comm, size_t bytes, bool& oneHost) {
@@ -119,10 +122,78 @@ const std::string& AutoAllreduce::choose(Communicator& comm, size_t bytes) {
   return (oneHost ? table_.singleHost : table_.multiHost)[i].algorithm;
 }
 
+int AutoAllreduce::sizeClassOf(size_t bytes) {
+  int c = 0;
+  while ((size_t{2} << c) <= bytes) ++c;
+  return c;
+}
+
+std::string AutoAllreduce::tunedChoice(const Communicator& comm, size_t bytes) {
+  std::lock_guard<std::mutex> lock(trialsMutex_);
+  auto it = trials_.find({comm.id(), sizeClassOf(bytes)});
+  if (it == trials_.end() || it->second.winner < 0) return "";
+  if (it->second.winner == 1) return "ring";
+  if (it->second.winner == 2) return "mpi";
+  const bool oneHost = comm.localSize() == comm.size();
+  const auto& rules = oneHost ? table_.singleHost : table_.multiHost;
+  for (size_t i = 0; i + 1 < rules.size(); ++i) {
+    if (bytes < rules[i].belowBytes) return rules[i].algorithm;
+  }
+  return rules.back().algorithm;
+}
+
 void AutoAllreduce::reduce(Communicator& comm, void* data, size_t count, DataType type) {
   bool oneHost = true;
-  const size_t i = pick(comm, count * elementSize(type), oneHost);
-  (oneHost ? single_ : multi_)[i]->run(comm, data, count, type);
+  const size_t bytes = count * elementSize(type);
+  const size_t i = pick(comm, bytes, oneHost);
+  Allreduce& seeded = *(oneHost ? single_ : multi_)[i];
+  const std::string seededName = (oneHost ? table_.singleHost : table_.multiHost)[i].algorithm;
+  if (options_.tuneTrials <= 0 || seededName == "ring" || comm.size() == 1) {
+    seeded.run(comm, data, count, type);
+    return;
+  }
+  const int sizeClass = sizeClassOf(bytes);
+  Trial* trial;
+  {
+    std::lock_guard<std::mutex> lock(trialsMutex_);
+    trial = &trials_[{comm.id(), sizeClass}];
+  }
+  Allreduce* candidates[3] = {&seeded, ring_.get(), mpi_.get()};
+  const int n = comm.transportName() == "MPI" && seededName != "mpi" ? 3 : 2;
+  if (trial->winner >= 0) {
+    candidates[trial->winner]->run(comm, data, count, type);
+    return;
+  }
+  // Measuring: rotate through the candidates, the same way on every rank
+  // (the call sequence of a collective is identical on all ranks). Each
+  // candidate's first call is not timed (it may set up shared memory or
+  // sub-communicators); of the rest the fastest counts, which is robust to
+  // the odd descheduled call.
+  const int candidate = trial->calls % n;
+  const auto t0 = std::chrono::steady_clock::now();
+  candidates[candidate]->run(comm, data, count, type);
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (trial->calls >= n) {
+    trial->seconds[candidate] = trial->calls < 2 * n ? s : std::min(trial->seconds[candidate], s);
+  }
+  if (++trial->calls < n * (options_.tuneTrials + 1)) return;
+  // Agree on the slowest rank's best times (max over ranks), in nanoseconds.
+  int64_t ns[3] = {0, 0, 0};
+  for (int c = 0; c < n; ++c) ns[c] = static_cast<int64_t>(trial->seconds[c] * 1e9);
+  allreduceMaxInt64(comm, ns, 3, /*tag=*/0x7f10);
+  int best = 0;
+  for (int c = 1; c < n; ++c) {
+    if (ns[c] < ns[best]) best = c;
+  }
+  trial->winner = best;
+  static const char* const kNames[3] = {"", "ring", "mpi"};
+  if (comm.rank() == 0) {
+    log().info("allreduce tuned for {}..{} B on {} ranks: {} (best call: {} {:.1f} us, ring "
+               "{:.1f} us{})",
+               size_t{1} << sizeClass, (size_t{2} << sizeClass) - 1, comm.size(),
+               best ? kNames[best] : seededName.c_str(), seededName, ns[0] / 1e3, ns[1] / 1e3,
+               n == 3 ? fmt::format(", mpi {:.1f} us", ns[2] / 1e3) : std::string());
+  }
 }
 
 }  // namespace bigbatch

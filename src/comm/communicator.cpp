@@ -1,6 +1,7 @@
 #include "bigbatch/comm/communicator.h"
 
 #include <algorithm>
+#include <atomic>
 
 #include "bigbatch/common/error.h"
 
@@ -28,6 +29,11 @@ const char* dataTypeName(DataType type) {
     case DataType::kFloat64: return "float64";
   }
   return "unknown";
+}
+
+Communicator::Communicator() {
+  static std::atomic<uint64_t> next{1};
+  id_ = next++;
 }
 
 void Communicator::send(const void* data, size_t bytes, int peer, int tag) {

@@ -51,6 +51,7 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, Commu
                  "fusion_bytes {} must be at least one float (4 bytes)", options_.fusionBytes);
   AllreduceOptions ao;
   ao.checkSignature = false;  // the layout is verified once; every call then matches
+  ao.tuneTrials = options_.tune ? ao.tuneTrials : 0;
   if (options_.allreduce == "auto" && !options_.allreduceTable.empty()) {
     AllreduceTable table;
     table.singleHost = parseAllreduceRules(options_.allreduceTable);

@@ -96,6 +96,10 @@ std::vector<ConfigField> trainingConfigSchema() {
         {"auto", "shm", "hierarchical", "ring", "halving_doubling", "recursive_doubling", "mpi"}),
       F("comm.allreduce_table", T::kString, std::string(""),
         "rules for auto, e.g. \"64K:recursive_doubling,shm\"; empty: the built-in table"),
+      F("comm.allreduce_tune", T::kBool, true,
+        "auto: time the table's choice, ring and MPI_Allreduce on the first calls of each size "
+        "and keep the fastest; false: the table alone (the same algorithm, and so the same fp32 "
+        "summation order past 2 ranks, in every run)"),
       F("comm.timeout_s", T::kFloat, 60.0,
         "seconds a rank waits for a peer before failing with an error naming it", 0.1, 86400.0),
 

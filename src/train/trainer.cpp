@@ -257,6 +257,7 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
                                                  : DataType::kFloat32;
   ddpOptions.allreduce = c.getString("comm.allreduce");
   ddpOptions.allreduceTable = c.getString("comm.allreduce_table");
+  ddpOptions.tune = c.getBool("comm.allreduce_tune");
   DistributedDataParallel ddp(*model, *comm, ddpOptions);
 
   ddp.verifyIdentical();

@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <mutex>
+#include <set>
 
 #include "bigbatch/collectives/allreduce_selector.h"
 #include "bigbatch/collectives/collectives.h"
@@ -121,6 +122,39 @@ TEST(AllreduceSelector, DispatchesBySizeAndTopology) {
     AutoAllreduce a(AllreduceOptions{}, table);
     EXPECT_EQ(a.choose(comm, 100), "hierarchical");
   }, /*ranksPerHost=*/2);
+}
+
+}  // namespace
+}  // namespace bigbatch
+
+namespace bigbatch {
+namespace {
+
+// Online tuning: the first 2 x (1 + tuneTrials) calls of a size class
+// alternate shm and ring; then every rank keeps the same winner, and every
+// call's sum is exact throughout.
+TEST(AllreduceSelector, OnlineTuningAgreesAcrossRanksAndStaysExact) {
+  AllreduceOptions o;
+  o.tuneTrials = 2;
+  AutoAllreduce a(o, defaultAllreduceTable());
+  std::mutex m;
+  std::set<std::string> winners;
+  runInProcess(3, [&](Communicator& comm) {
+    const size_t count = 5000;
+    for (int call = 0; call < 8; ++call) {
+      if (call == 6) {
+        std::lock_guard<std::mutex> lock(m);
+        winners.insert(a.tunedChoice(comm, count * 4));
+      } else if (call < 6) {
+        EXPECT_EQ(a.tunedChoice(comm, count * 4), "");  // still measuring
+      }
+      auto buf = testing::makeInput(DataType::kFloat32, count, comm.rank());
+      a.run(comm, buf.data(), count, DataType::kFloat32);
+      EXPECT_EQ(testing::countWrong(DataType::kFloat32, buf, count, 3, nullptr), 0u) << call;
+    }
+  });
+  ASSERT_EQ(winners.size(), 1u);  // one decision, shared by all ranks
+  EXPECT_TRUE(*winners.begin() == "shm" || *winners.begin() == "ring") << *winners.begin();
 }
 
 }  // namespace

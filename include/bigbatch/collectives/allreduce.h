@@ -20,6 +20,10 @@ struct AllreduceOptions {
   size_t segmentBytes = 256 * 1024;    // pipelining unit of the ring (bytes)
   size_t shmChunkBytes = 512 * 1024;   // staging chunk per rank of the shared-memory path (bytes)
   bool checkSignature = true;          // verify all ranks passed the same count and type
+  // "auto" only: time the table's choice against the ring on this many calls
+  // each (after one untimed call each), per power-of-two size class, then
+  // keep the faster (0: the static table).
+  int tuneTrials = 5;
 };
 
 class Allreduce {

@@ -6,10 +6,22 @@
 // `comm.allreduce_table`). The resolved table is logged once, by rank 0, on
 // the first call.
 //
+// Online tuning (options.tuneTrials > 0): per communicator and power-of-two
+// size class, the first calls rotate through the candidates — the table's
+// choice, the ring, and MPI_Allreduce on an MPI transport — 1 + `tuneTrials`
+// calls each (the first untimed); the ranks then agree on the fastest by the
+// slowest rank's best call (one max-allreduce of 3 int64) and keep it,
+// logged once.
+// The table is the seed, the measurement on the machine at hand decides:
+// a host whose cross-core copies are slow gets the ring's single-copy
+// transfers for large messages.
+//
 // Threading: like every Allreduce, one thread per rank.
 #pragma once
 
 #include <atomic>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -43,15 +55,28 @@ class AutoAllreduce : public Allreduce {
  public:
   AutoAllreduce(AllreduceOptions options, AllreduceTable table);
   const char* name() const override { return "auto"; }
-  // The algorithm a call of `bytes` would use on `comm`.
+  // The table's algorithm for a call of `bytes` on `comm` (the tuning seed).
   const std::string& choose(Communicator& comm, size_t bytes);
+  // After tuning: the chosen algorithm's name for `bytes` on `comm`; empty
+  // while still measuring (or when tuning is off).
+  std::string tunedChoice(const Communicator& comm, size_t bytes);
 
  protected:
   void reduce(Communicator& comm, void* data, size_t count, DataType type) override;
 
  private:
   size_t pick(Communicator& comm, size_t bytes, bool& oneHost);
+  static int sizeClassOf(size_t bytes);
+  // Tuning state of one (communicator, size class).
+  struct Trial {
+    int calls = 0;                  // calls made in this class
+    double seconds[3] = {0, 0, 0};  // best timed call per candidate
+    int winner = -1;                // index into the candidates; -1 still measuring
+  };
   AllreduceTable table_;
+  std::unique_ptr<Allreduce> ring_, mpi_;
+  std::mutex trialsMutex_;
+  std::map<std::pair<uint64_t, int>, Trial> trials_;  // (communicator id, size class)
   // One algorithm object per rule, parallel to the tables; stateless, so one
   // AutoAllreduce may serve many communicators and threads.
   std::vector<std::unique_ptr<Allreduce>> single_, multi_;

@@ -52,7 +52,12 @@ class SharedSegment {
 
 class Communicator {
  public:
+  Communicator();
   virtual ~Communicator() = default;
+
+  // Unique within the process, never reused (unlike the object's address):
+  // a key for per-communicator state such as tuning results.
+  uint64_t id() const { return id_; }
 
   virtual int rank() const = 0;
   virtual int size() const = 0;
@@ -116,6 +121,7 @@ class Communicator {
   int64_t timeoutMs_ = 60000;
 
  private:
+  uint64_t id_;
   std::unique_ptr<Communicator> hostComm_, crossHostComm_;
   int uniformHosts_ = -1;
   std::map<std::string, std::unique_ptr<SharedSegment>> segments_;

@@ -41,6 +41,7 @@ struct DdpOptions {
   size_t fusionBytes = size_t{1} << 20;  // gradient bytes per bucket
   std::string allreduce = "auto";        // algorithm name (allreduce.h)
   std::string allreduceTable;            // "auto" rules for both topologies; empty: default table
+  bool tune = true;                      // "auto" times its candidates online (allreduce_selector.h)
   bool overlap = true;                   // exchange buckets during backward (false: after it)
   // Type on the wire: kFloat32, or kFloat16 / kBFloat16 for half the bytes.
   // 16-bit exchange pre-divides each bucket by the world size before the
