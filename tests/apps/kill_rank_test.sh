@@ -15,7 +15,9 @@ for _ in $(seq 1 600); do
   grep -q "allreduce:" "$log" 2>/dev/null && break
   sleep 0.1
 done
-victim=$(pgrep -f -n "$bin train $config")
+# The launcher became mpirun (same PID); its newest child is a rank. (Matching
+# by command line could hit another test's bigbatch running in parallel.)
+victim=$(pgrep -P "$launcher" -n)
 [ -n "$victim" ] || { echo "FAIL: no rank process found"; cat "$log"; exit 1; }
 kill -9 "$victim"
 start=$(date +%s.%N)
@@ -25,7 +27,7 @@ for _ in $(seq 1 $((limit * 10))); do
 done
 if kill -0 "$launcher" 2>/dev/null; then
   echo "FAIL: the job still runs ${limit} s after a rank was killed"
-  pkill -9 -f "$bin train $config"; cat "$log"; exit 1
+  pkill -9 -P "$launcher"; kill -9 "$launcher"; cat "$log"; exit 1
 fi
 wait "$launcher"; rc=$?
 elapsed=$(echo "$(date +%s.%N) - $start" | bc)
