@@ -1,6 +1,6 @@
 // For each size (x2 steps) and algorithm: warm up, time `iters` in-place
-// sums, then verify one more call with exact inputs (element i on rank r is
-// (i mod 7) + r, so every sum over up to 18 ranks is exact even in bfloat16)
+// sums, then verify one more call with exact inputs (exact_inputs.h: element
+// i on rank r is (i mod 7) + r, exact sums even in bfloat16 up to 8 ranks)
 // and count wrong elements. The time is the slowest rank's average.
 // Columns as nccl-tests: size (B), count, type, time (us), algbw and busbw
 // (GB/s, GB = 1e9 B, busbw = algbw·2(n-1)/n), #wrong. The memcpy row is rank
@@ -8,8 +8,6 @@
 // a 2-rank allreduce must at least read and write its S bytes once.
 #include "bench_allreduce.h"
 
-#include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
 #include <fmt/format.h>
 #include <nlohmann/json.hpp>
 
@@ -18,6 +16,7 @@
 #include <cstring>
 
 #include "bigbatch/collectives/allreduce.h"
+#include "bigbatch/collectives/exact_inputs.h"
 #include "bigbatch/comm/mpi_communicator.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/logging.h"
@@ -30,27 +29,6 @@ DataType parseType(const std::string& t) {
   if (t == "bfloat16") return DataType::kBFloat16;
   if (t == "float16" || t == "half") return DataType::kFloat16;
   BIGBATCH_THROW(InvalidArgument, "--type '{}': choose float32, bfloat16 or float16", t);
-}
-
-void fill(DataType type, std::vector<uint8_t>& buf, size_t count, int rank) {
-  for (size_t i = 0; i < count; ++i) {
-    const float v = static_cast<float>(i % 7 + rank);
-    if (type == DataType::kFloat32) reinterpret_cast<float*>(buf.data())[i] = v;
-    if (type == DataType::kFloat16) reinterpret_cast<c10::Half*>(buf.data())[i] = c10::Half(v);
-    if (type == DataType::kBFloat16) reinterpret_cast<c10::BFloat16*>(buf.data())[i] = c10::BFloat16(v);
-  }
-}
-
-long long countWrong(DataType type, const std::vector<uint8_t>& buf, size_t count, int n) {
-  long long wrong = 0;
-  for (size_t i = 0; i < count; ++i) {
-    float got = 0;
-    if (type == DataType::kFloat32) got = reinterpret_cast<const float*>(buf.data())[i];
-    if (type == DataType::kFloat16) got = static_cast<float>(reinterpret_cast<const c10::Half*>(buf.data())[i]);
-    if (type == DataType::kBFloat16) got = static_cast<float>(reinterpret_cast<const c10::BFloat16*>(buf.data())[i]);
-    wrong += got != static_cast<float>(n * (i % 7) + n * (n - 1) / 2);
-  }
-  return wrong;
 }
 
 std::vector<std::string> splitList(const std::string& s) {
@@ -133,7 +111,7 @@ int runBenchAllreduce(const BenchAllreduceOptions& o) {
       if (o.shmChunkBytes) ao.shmChunkBytes = o.shmChunkBytes;
       if (o.segmentBytes) ao.segmentBytes = o.segmentBytes;
       auto algo = makeAllreduce(name, ao);
-      fill(type, buf, count, rank);
+      buf = exact::makeInput(type, count, rank);
       for (int i = 0; i < o.warmup; ++i) algo->run(*comm, buf.data(), count, type);
       comm->barrier();
       const auto t0 = std::chrono::steady_clock::now();
@@ -141,9 +119,9 @@ int runBenchAllreduce(const BenchAllreduceOptions& o) {
       double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
       checkMpi(MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_MAX, comm->handle()),
                "MPI_Allreduce");
-      fill(type, buf, count, rank);
+      buf = exact::makeInput(type, count, rank);
       algo->run(*comm, buf.data(), count, type);
-      long long wrong = countWrong(type, buf, count, n);
+      long long wrong = static_cast<long long>(exact::countWrong(type, buf, count, n, nullptr));
       checkMpi(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG_LONG, MPI_SUM, comm->handle()),
                "MPI_Allreduce");
       print(name, bytes, us, wrong);

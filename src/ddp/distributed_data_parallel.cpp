@@ -9,6 +9,7 @@
 
 #include "bigbatch/collectives/allreduce_selector.h"
 #include "bigbatch/common/error.h"
+#include "bigbatch/common/hash.h"
 
 namespace bigbatch {
 namespace {
@@ -33,10 +34,7 @@ class ReadyHook : public torch::autograd::FunctionPostHook {
 // FNV-1a over the tensor's bytes in logical (contiguous) order.
 int64_t checksum(const torch::Tensor& t) {
   torch::Tensor c = t.detach().contiguous().cpu();
-  const auto* p = static_cast<const uint8_t*>(c.data_ptr());
-  const size_t n = static_cast<size_t>(c.numel()) * c.element_size();
-  uint64_t h = 1469598103934665603ULL;
-  for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ULL;
+  uint64_t h = fnv1a64(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size());
   h ^= static_cast<uint64_t>(c.numel()) * 0x9e3779b97f4a7c15ULL;
   return static_cast<int64_t>(h & 0x7fffffffffffffffULL);
 }
@@ -106,6 +104,9 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, Commu
     hookKeys_.push_back(acc->add_post_hook(std::make_unique<ReadyHook>(this, i)));
     accumulators_.push_back(std::move(acc));
   }
+  // Recursive doubling: the same order of additions on every rank, so every
+  // rank gets bit-identical sums (they decide together when to stop).
+  scalarAllreduce_ = makeAllreduce("recursive_doubling");
   thread_ = std::make_unique<CommThread>();
 }
 
@@ -269,10 +270,7 @@ double DistributedDataParallel::finishBackward() {
 std::vector<double> DistributedDataParallel::allreduceSum(std::vector<double> values) {
   if (size_ == 1 || values.empty()) return values;
   thread_->run([&] {
-    // Recursive doubling: the same order of additions on every rank, so
-    // every rank gets bit-identical sums (they decide when to stop).
-    auto a = makeAllreduce("recursive_doubling");
-    a->run(comm_, values.data(), values.size(), DataType::kFloat64);
+    scalarAllreduce_->run(comm_, values.data(), values.size(), DataType::kFloat64);
   });
   return values;
 }

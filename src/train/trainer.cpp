@@ -12,6 +12,7 @@
 #include "bigbatch/comm/in_process_communicator.h"
 #include "bigbatch/comm/mpi_communicator.h"
 #include "bigbatch/common/error.h"
+#include "bigbatch/common/hash.h"
 #include "bigbatch/common/mlperf_logger.h"
 #include "bigbatch/ddp/distributed_data_parallel.h"
 #include "bigbatch/data/batch.h"
@@ -133,9 +134,8 @@ torch::Tensor forwardGroups(ImageClassifierImpl& model, const torch::Tensor& ima
 
 // A 63-bit FNV-1a hash of the resolved config, for the rank agreement check.
 int64_t configHash(const Config& c) {
-  uint64_t h = 1469598103934665603ULL;
-  for (unsigned char ch : c.toToml()) h = (h ^ ch) * 1099511628211ULL;
-  return static_cast<int64_t>(h >> 1);
+  const std::string text = c.toToml();
+  return static_cast<int64_t>(fnv1a64(text.data(), text.size()) >> 1);
 }
 
 std::string f4(double v) { return fmt::format("{:.4f}", v); }

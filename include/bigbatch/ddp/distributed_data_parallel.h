@@ -118,6 +118,7 @@ class DistributedDataParallel {
   size_t nextLaunch_ = 0;
   bool sync_ = false;
   std::unique_ptr<Allreduce> allreduce_;
+  std::unique_ptr<Allreduce> scalarAllreduce_;  // small metric vectors
   std::unique_ptr<CommThread> thread_;
 };
 
