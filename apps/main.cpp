@@ -6,6 +6,7 @@
 //   bigbatch export RUN_DIR|WEIGHTS.pt OUT.pt
 //   bigbatch plot RUN_DIR... [-o DIR]
 //   bigbatch bench allreduce [--min-bytes B] [--max-bytes B] [--algorithms LIST] [--json] ...
+//   bigbatch bench optim [--models LIST] [--optimizers LIST] [--iterations N] [--json]
 //
 // Every error a user can cause ends with a one-line message naming the problem
 // and the fix, and exit status 1 (2 for a malformed command line).
@@ -23,6 +24,7 @@
 #include "bigbatch/train/timeline.h"
 #include "bigbatch/train/trainer.h"
 #include "bench_allreduce.h"
+#include "bench_optim.h"
 #include "launch_workers.h"
 #include "plot.h"
 #include "process_env.h"
@@ -176,6 +178,16 @@ int main(int argc, char** argv) {
   bool noMemcpy = false;
   benchAllreduce->add_flag("--no-memcpy", noMemcpy, "omit the memcpy reference rows (default: shown)");
   benchAllreduce->add_flag("--json", ar.json, "one JSON object per row instead of the table (default: off)");
+  bigbatch::BenchOptimOptions bo;
+  auto* benchOptim = bench->add_subcommand(
+      "optim", "fused optimizer step vs the per-tensor ATen loop, and the memory-bandwidth bound");
+  benchOptim->add_option("--models", bo.models, "parameter sets: resnet50 (161 tensors, 25.6 M values), cnn (the default model)")
+      ->capture_default_str();
+  benchOptim->add_option("--optimizers", bo.optimizers, "lars, lamb, sgd")->capture_default_str();
+  benchOptim->add_option("--iterations", bo.iterations, "timed steps per path; 0: about 10 s per row")
+      ->capture_default_str();
+  benchOptim->add_option("--threads", bo.threads, "intra-op threads; 0: all cores")->capture_default_str();
+  benchOptim->add_flag("--json", bo.json, "one JSON object per row instead of the table (default: off)");
 
   try {
     app.parse(argc, argv);
@@ -211,6 +223,7 @@ int main(int argc, char** argv) {
       ar.memcpy = !noMemcpy;
       return bigbatch::runBenchAllreduce(ar);
     }
+    if (*benchOptim) return bigbatch::runBenchOptim(bo);
     if (*keys) {
       std::cout << bigbatch::describeConfigSchema(bigbatch::trainingConfigSchema(), markdown);
       return 0;

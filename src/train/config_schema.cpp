@@ -103,16 +103,42 @@ std::vector<ConfigField> trainingConfigSchema() {
       F("comm.timeout_s", T::kFloat, 60.0,
         "seconds a rank waits for a peer before failing with an error naming it", 0.1, 86400.0),
 
-      F("optim.name", T::kString, std::string("sgd"), "optimizer", {}, {}, {"sgd"}),
+      F("optim.name", T::kString, std::string("sgd"),
+        "optimizer: sgd (momentum, Nesterov), lars (You et al. 2017), lamb (You et al. 2019)", {}, {},
+        {"sgd", "lars", "lamb"}),
       F("optim.lr", T::kFloat, 0.1, "peak learning rate at the global batch", 0.0, 1e6),
-      F("optim.momentum", T::kFloat, 0.9, "momentum", 0.0, 1.0),
-      F("optim.nesterov", T::kBool, true, "Nesterov momentum"),
-      F("optim.weight_decay", T::kFloat, 5e-4, "L2 weight decay", 0.0, 1.0),
-      F("optim.exclude_bn_bias", T::kBool, true, "no weight decay on BatchNorm parameters and biases"),
+      F("optim.lr_per_256", T::kFloat, 0.0,
+        "when > 0, the peak lr is lr_per_256 x global batch / 256 (linear scaling rule) and "
+        "optim.lr is ignored",
+        0.0, 1e6),
+      F("optim.momentum", T::kFloat, 0.9, "momentum (sgd, lars)", 0.0, 0.999999),
+      F("optim.nesterov", T::kBool, true, "Nesterov momentum (sgd)"),
+      F("optim.weight_decay", T::kFloat, 5e-4, "weight decay of regular parameters (L2 for sgd "
+        "and lars, decoupled lambda for lamb)", 0.0, 1.0),
+      F("optim.exclude_bn_bias", T::kBool, true,
+        "BatchNorm parameters and biases form the excluded group: no trust ratio, "
+        "optim.excluded_weight_decay and optim.excluded_lr_scale"),
+      F("optim.exclude_pattern", T::kString, std::string(""),
+        "regex searched in parameter names (e.g. \"bn|bias\") that selects the excluded group; "
+        "empty: every tensor of rank <= 1"),
+      F("optim.excluded_lr_scale", T::kFloat, 1.0, "lr multiplier of excluded parameters", 0.0, 1e6),
+      F("optim.excluded_weight_decay", T::kFloat, 0.0, "weight decay of excluded parameters", 0.0,
+        1.0),
+      F("optim.lars_eta", T::kFloat, 0.001, "LARS trust coefficient eta", 1e-12, 1e6),
+      F("optim.lars_epsilon", T::kFloat, 0.0, "LARS epsilon in the trust denominator", 0.0, 1.0),
+      F("optim.beta1", T::kFloat, 0.9, "LAMB first-moment decay", 0.0, 0.999999),
+      F("optim.beta2", T::kFloat, 0.999, "LAMB second-moment decay", 0.0, 0.999999),
+      F("optim.epsilon", T::kFloat, 1e-6, "LAMB epsilon", 1e-30, 1.0),
+      F("optim.lamb_phi_min", T::kFloat, 0.0, "LAMB: lower clip of the trust numerator phi(|w|)",
+        0.0, 1e6),
+      F("optim.lamb_phi_max", T::kFloat, 0.0,
+        "LAMB: upper clip of phi(|w|); 0: no upper clip", 0.0, 1e6),
+      F("optim.fused", T::kBool, true,
+        "fused multi-tensor norm and update passes (CPU fp32); false: per-tensor ATen calls"),
 
       F("schedule.warmup_epochs", T::kFloat, 0.5, "linear warmup length in epochs (fractional)", 0.0,
         100000.0),
-      F("schedule.warmup_start_factor", T::kFloat, 0.0, "lr at step 0 as a fraction of optim.lr",
+      F("schedule.warmup_start_factor", T::kFloat, 0.0, "lr at step 0 as a fraction of the peak lr",
         0.0, 1.0),
       F("schedule.decay", T::kString, std::string("cosine"), "decay after warmup", {}, {},
         {"cosine", "poly", "step", "constant"}),
@@ -122,6 +148,23 @@ std::vector<ConfigField> trainingConfigSchema() {
       F("schedule.step_epochs", T::kIntList, L{}, "epochs at which step decay multiplies the lr",
         0.0, 100000.0),
       F("schedule.step_gamma", T::kFloat, 0.1, "factor of each step decay", 0.0, 1.0),
+      F("schedule.momentum_epochs", T::kFloatList, std::vector<double>{},
+        "momentum schedule: epoch positions of schedule.momentum_values (linear in between, "
+        "constant outside); empty: optim.momentum throughout",
+        0.0, 100000.0),
+      F("schedule.momentum_values", T::kFloatList, std::vector<double>{},
+        "momentum at each of schedule.momentum_epochs", 0.0, 0.999999),
+      F("schedule.weight_decay_follows_lr", T::kBool, false,
+        "scale weight decay by lr / peak lr at every step"),
+      F("schedule.batch_epochs", T::kIntList, L{},
+        "batch-size schedule: from these (1-based) epochs on, the per-rank batch is multiplied by "
+        "schedule.batch_factors",
+        1.0, 100000.0),
+      F("schedule.batch_factors", T::kIntList, L{}, "batch multiplier from each of "
+        "schedule.batch_epochs on", 1.0, 65536.0),
+      F("schedule.batch_lr_rule", T::kString, std::string("linear"),
+        "how the lr follows a batch-size factor k: linear (x k), sqrt (x sqrt(k)), none", {}, {},
+        {"linear", "sqrt", "none"}),
 
       F("mlperf.submission_benchmark", T::kString, std::string("resnet"),
         "MLPerf benchmark whose key set the log follows"),
@@ -154,6 +197,21 @@ void validateTrainingConfig(const Config& c) {
   }
   if (!c.getString("comm.allreduce_table").empty()) {
     parseAllreduceRules(c.getString("comm.allreduce_table"));  // throws naming the bad entry
+  }
+  if (c.getFloatList("schedule.momentum_epochs").size() !=
+      c.getFloatList("schedule.momentum_values").size()) {
+    BIGBATCH_THROW(InvalidArgument,
+                   "schedule.momentum_epochs has {} entries and schedule.momentum_values {}; give "
+                   "one value per epoch",
+                   c.getFloatList("schedule.momentum_epochs").size(),
+                   c.getFloatList("schedule.momentum_values").size());
+  }
+  if (c.getIntList("schedule.batch_epochs").size() != c.getIntList("schedule.batch_factors").size()) {
+    BIGBATCH_THROW(InvalidArgument,
+                   "schedule.batch_epochs has {} entries and schedule.batch_factors {}; give one "
+                   "factor per epoch",
+                   c.getIntList("schedule.batch_epochs").size(),
+                   c.getIntList("schedule.batch_factors").size());
   }
   if (c.getFloat("schedule.warmup_epochs") > static_cast<double>(c.getInt("train.epochs"))) {
     BIGBATCH_THROW(InvalidArgument, "schedule.warmup_epochs = {} exceeds train.epochs = {}",

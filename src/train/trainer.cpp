@@ -19,8 +19,10 @@
 #include "bigbatch/data/dataset.h"
 #include "bigbatch/data/sampler.h"
 #include "bigbatch/models/model_options.h"
-#include "bigbatch/optim/sgd.h"
+#include "bigbatch/optim/optimizer.h"
+#include "bigbatch/schedule/batch_schedule.h"
 #include "bigbatch/schedule/lr_schedule.h"
+#include "bigbatch/schedule/piecewise_linear.h"
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/progress.h"
 #include "bigbatch/train/timeline.h"
@@ -77,9 +79,9 @@ ModelOptions modelOptions(const Config& c, const Dataset& data) {
   return m;
 }
 
-LrScheduleOptions scheduleOptions(const Config& c) {
+LrScheduleOptions scheduleOptions(const Config& c, double peakLr) {
   LrScheduleOptions s;
-  s.baseLr = c.getFloat("optim.lr");
+  s.baseLr = peakLr;
   s.warmupEpochs = c.getFloat("schedule.warmup_epochs");
   s.warmupStartFactor = c.getFloat("schedule.warmup_start_factor");
   s.decay = c.getString("schedule.decay");
@@ -89,6 +91,57 @@ LrScheduleOptions scheduleOptions(const Config& c) {
   s.stepGamma = c.getFloat("schedule.step_gamma");
   s.totalEpochs = static_cast<double>(c.getInt("train.epochs"));
   return s;
+}
+
+OptimizerOptions optimizerOptions(const Config& c) {
+  OptimizerOptions o;
+  o.name = c.getString("optim.name");
+  o.momentum = c.getFloat("optim.momentum");
+  o.nesterov = c.getBool("optim.nesterov");
+  o.weightDecay = c.getFloat("optim.weight_decay");
+  o.exclude = c.getBool("optim.exclude_bn_bias");
+  o.excludePattern = c.getString("optim.exclude_pattern");
+  o.excludedLrScale = c.getFloat("optim.excluded_lr_scale");
+  o.excludedWeightDecay = c.getFloat("optim.excluded_weight_decay");
+  o.larsEta = c.getFloat("optim.lars_eta");
+  o.larsEpsilon = c.getFloat("optim.lars_epsilon");
+  o.beta1 = c.getFloat("optim.beta1");
+  o.beta2 = c.getFloat("optim.beta2");
+  o.epsilon = c.getFloat("optim.epsilon");
+  o.phiMin = c.getFloat("optim.lamb_phi_min");
+  o.phiMax = c.getFloat("optim.lamb_phi_max");
+  o.fused = c.getBool("optim.fused");
+  return o;
+}
+
+// The optimizer's hyperparameters under the MLPerf keys of its family.
+void logOptimizer(MlperfLogger& ml, const Config& c, double peakLr, int64_t decaySteps) {
+  const std::string name = c.getString("optim.name");
+  BIGBATCH_MLLOG_POINT(ml, mlkey::kOptName, name);
+  if (name == "lamb") {
+    BIGBATCH_MLLOG_POINT(ml, "opt_base_learning_rate", peakLr);
+    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_beta_1", c.getFloat("optim.beta1"));
+    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_beta_2", c.getFloat("optim.beta2"));
+    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_epsilon", c.getFloat("optim.epsilon"));
+    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_weight_decay_rate", c.getFloat("optim.weight_decay"));
+    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_learning_rate_decay_poly_power", c.getFloat("schedule.poly_power"));
+    BIGBATCH_MLLOG_POINT(ml, "opt_learning_rate_warmup_epochs", c.getFloat("schedule.warmup_epochs"));
+    return;
+  }
+  const bool lars = name == "lars";
+  const std::string p = lars ? "lars_opt_" : "sgd_opt_";
+  BIGBATCH_MLLOG_POINT(ml, p + "base_learning_rate", peakLr);
+  BIGBATCH_MLLOG_POINT(ml, p + "end_learning_rate", c.getFloat("schedule.end_lr"));
+  BIGBATCH_MLLOG_POINT(ml, p + "learning_rate_decay_poly_power", c.getFloat("schedule.poly_power"));
+  BIGBATCH_MLLOG_POINT(ml, p + "learning_rate_decay_steps", decaySteps);
+  BIGBATCH_MLLOG_POINT(ml, p + "weight_decay", c.getFloat("optim.weight_decay"));
+  BIGBATCH_MLLOG_POINT(ml, p + "momentum", c.getFloat("optim.momentum"));
+  if (lars) {
+    BIGBATCH_MLLOG_POINT(ml, "lars_epsilon", c.getFloat("optim.lars_epsilon"));
+    BIGBATCH_MLLOG_POINT(ml, "lars_opt_learning_rate_warmup_epochs", c.getFloat("schedule.warmup_epochs"));
+  } else {
+    BIGBATCH_MLLOG_POINT(ml, "opt_learning_rate_warmup_epochs", c.getFloat("schedule.warmup_epochs"));
+  }
 }
 
 void toChannelsLast(torch::nn::Module& model) {
@@ -270,13 +323,8 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
   if (platform.empty()) platform = fmt::format("{}x{}", worldSize, cpuModel());
   BIGBATCH_MLLOG_POINT(ml, mlkey::kSubmissionPlatform, platform);
 
-  SgdOptions sgdOptions;
-  sgdOptions.momentum = c.getFloat("optim.momentum");
-  sgdOptions.weightDecay = c.getFloat("optim.weight_decay");
-  sgdOptions.nesterov = c.getBool("optim.nesterov");
-  sgdOptions.excludeBnAndBias = c.getBool("optim.exclude_bn_bias");
-  Sgd optimizer(model->parameters(), sgdOptions);
-  const LrSchedule schedule(scheduleOptions(c));
+  const std::unique_ptr<Optimizer> optimizer =
+      makeOptimizer(namedParameters(*model), optimizerOptions(c));
 
   const int64_t batchPerRank = c.getInt("train.batch_size");
   const int64_t accumulation = c.getInt("train.accumulation_steps");
@@ -286,6 +334,17 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
   const int64_t stepsPerEpoch = (trainData.size() + globalBatch - 1) / globalBatch;
   const double target = c.getFloat("train.target_accuracy");
   const double smoothing = c.getFloat("train.label_smoothing");
+  const double peakLr = c.getFloat("optim.lr_per_256") > 0
+                            ? linearScaledLr(c.getFloat("optim.lr_per_256"), globalBatch)
+                            : c.getFloat("optim.lr");
+  const LrSchedule schedule(scheduleOptions(c, peakLr));
+  const PiecewiseLinear momentumSchedule(c.getFloatList("schedule.momentum_epochs"),
+                                         c.getFloatList("schedule.momentum_values"),
+                                         c.getFloat("optim.momentum"), "momentum schedule");
+  const BatchSchedule batchSchedule(BatchScheduleOptions{c.getIntList("schedule.batch_epochs"),
+                                                         c.getIntList("schedule.batch_factors"),
+                                                         c.getString("schedule.batch_lr_rule")});
+  const bool decayFollowsLr = c.getBool("schedule.weight_decay_follows_lr");
   const AugmentOptions augment{c.getBool("data.flip"), c.getInt("data.pad_crop")};
 
   BIGBATCH_MLLOG_POINT(ml, mlkey::kSeed, seed);
@@ -293,26 +352,19 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
   BIGBATCH_MLLOG_POINT(ml, mlkey::kGradientAccumulationSteps, accumulation);
   BIGBATCH_MLLOG_POINT(ml, mlkey::kTrainSamples, trainData.size());
   BIGBATCH_MLLOG_POINT(ml, mlkey::kEvalSamples, testData.size());
-  BIGBATCH_MLLOG_POINT(ml, mlkey::kOptName, "sgd");
-  BIGBATCH_MLLOG_POINT(ml, "sgd_opt_base_learning_rate", c.getFloat("optim.lr"));
-  BIGBATCH_MLLOG_POINT(ml, "sgd_opt_end_learning_rate", c.getFloat("schedule.end_lr"));
-  BIGBATCH_MLLOG_POINT(ml, "sgd_opt_learning_rate_decay_poly_power", c.getFloat("schedule.poly_power"));
-  BIGBATCH_MLLOG_POINT(ml, "sgd_opt_learning_rate_decay_steps",
-                       static_cast<int64_t>(std::llround((epochs - c.getFloat("schedule.warmup_epochs")) *
-                                                         stepsPerEpoch)));
-  BIGBATCH_MLLOG_POINT(ml, "sgd_opt_weight_decay", c.getFloat("optim.weight_decay"));
-  BIGBATCH_MLLOG_POINT(ml, "sgd_opt_momentum", c.getFloat("optim.momentum"));
-  BIGBATCH_MLLOG_POINT(ml, "opt_learning_rate_warmup_epochs", c.getFloat("schedule.warmup_epochs"));
+  logOptimizer(ml, c, peakLr,
+               static_cast<int64_t>(std::llround((epochs - c.getFloat("schedule.warmup_epochs")) *
+                                                 stepsPerEpoch)));
   BIGBATCH_MLLOG_POINT(ml, "model_bn_span", std::max<int64_t>(1, batchPerRank / groups));
 
   if (!quiet) {
     fmt::print("bigbatch: {} ({} parameters), {} train / {} test images, global batch {} = {} "
                "rank(s) x {} x {} accumulation step(s), BN groups of {}, {} thread(s) per rank, "
-               "{} gradient bucket(s)\n  run directory: {}\n",
+               "{} gradient bucket(s), {} peak lr {:.4g}\n  run directory: {}\n",
                c.getString("model.name"), countParameters(*model), trainData.size(),
                testData.size(), globalBatch, worldSize, batchPerRank, accumulation,
                std::max<int64_t>(1, batchPerRank / groups), threads, ddp.buckets().size(),
-               runDir->path());
+               c.getString("optim.name"), peakLr, runDir->path());
     std::fflush(stdout);
   }
 
@@ -333,7 +385,7 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
   const std::vector<std::string> columns = {
       "epoch", "step", "lr", "train_loss", "train_acc", "test_acc", "epoch_time_s", "img_s",
       "elapsed_s", "data_s", "forward_s", "backward_s", "comm_wait_s", "comm_wait_min_s",
-      "comm_wait_max_s", "optimizer_s", "eval_s"};
+      "comm_wait_max_s", "optimizer_s", "eval_s", "global_batch", "momentum"};
 
   // A run that fails part-way still closes its MLPerf log (status aborted).
   try {
@@ -341,16 +393,19 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
       BIGBATCH_MLLOG_START(ml, mlkey::kBlockStart, {{"first_epoch_num", epoch}, {"epoch_count", 1}});
       BIGBATCH_MLLOG_START(ml, mlkey::kEpochStart, {{"epoch_num", epoch}});
       const auto epochStart = Clock::now();
-      const ShardPlan plan = planEpoch(trainData.size(), globalBatch, rank, worldSize, seed, epoch);
+      // The batch-size schedule grows each rank's micro-batch.
+      const int64_t batchFactor = batchSchedule.factor(epoch);
+      const int64_t epochBatch = globalBatch * batchFactor;
+      const ShardPlan plan = planEpoch(trainData.size(), epochBatch, rank, worldSize, seed, epoch);
       double dataS = 0, forwardS = 0, backwardS = 0, commS = 0, optimizerS = 0;
       double lossSum = 0, correct = 0, seen = 0;
-      double lr = 0;
+      double lr = 0, momentum = 0;
       progress.startEpoch(epoch, epochs, plan.steps);
       for (int64_t s = 0; s < plan.steps; ++s) {
         // Images in this global batch (the last one of an epoch may be short):
         // each rank's loss is its sum divided by this, so the summed
         // gradients are exactly the global batch's mean gradient.
-        const int64_t stepSamples = std::min(globalBatch, trainData.size() - s * globalBatch);
+        const int64_t stepSamples = std::min(epochBatch, trainData.size() - s * epochBatch);
         const std::vector<int64_t>& shard = plan.batches[s];
         const int64_t shardSize = static_cast<int64_t>(shard.size());
         if (timeline) timeline->setStep(step + 1);
@@ -395,8 +450,16 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
         const auto tWait = Clock::now();
         commS += ddp.finishBackward();
         auto t4 = Clock::now();
-        lr = schedule.at(static_cast<double>(epoch - 1) + static_cast<double>(s) / plan.steps);
-        optimizer.step(lr);
+        const double position = static_cast<double>(epoch - 1) + static_cast<double>(s) / plan.steps;
+        const double scheduled = schedule.at(position);
+        lr = scheduled * batchSchedule.lrMultiplier(epoch);
+        momentum = momentumSchedule.at(position);
+        const StepResult stepped = optimizer->step(
+            {lr, momentum, decayFollowsLr && peakLr > 0 ? scheduled / peakLr : 1.0});
+        BIGBATCH_CHECK(stepped.applied, Error,
+                       "a gradient is not finite at epoch {} step {} (squared norm {}); the weights "
+                       "were left unchanged. Lower optim.lr or raise schedule.warmup_epochs",
+                       epoch, s + 1, stepped.gradNormSq);
         optimizerS += secondsSince(t4);
         if (tracing) {
           timeline->record("comm_wait", Timeline::kComputeThread, tWait, t4);
@@ -457,7 +520,7 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
                       f4(trainAcc), evalNow ? f4(testAcc) : "", f4(epochTrainS),
                       fmt::format("{:.1f}", imgS), f4(elapsed), f4(dataS), f4(forwardS),
                       f4(backwardS), f4(commS), f4(waitMin[0]), f4(waitMax[0]), f4(optimizerS),
-                      f4(evalS)});
+                      f4(evalS), std::to_string(epochBatch), f6(momentum)});
       }
       if (!quiet) {
         fmt::print("epoch {:>3}/{}  loss {:.4f}  train {:6.2f}%  test {}  lr {:.4g}  {:7.0f} img/s  "
@@ -516,6 +579,8 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
     summary["threads_per_rank"] = threads;
     summary["accumulation_steps"] = accumulation;
     summary["virtual_workers"] = groups;
+    summary["optimizer"] = c.getString("optim.name");
+    summary["peak_lr"] = peakLr;
     summary["model"] = c.getString("model.name");
     summary["parameters"] = countParameters(*model);
     summary["first_epoch_loss"] = result.firstLoss;

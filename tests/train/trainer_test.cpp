@@ -5,6 +5,8 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <sstream>
+#include <cmath>
 
 #include <unistd.h>
 
@@ -123,6 +125,125 @@ TEST_F(ShortRun, MlperfLogHasRequiredKeysInOrder) {
   EXPECT_EQ(lines[first["eval_accuracy"]]["metadata"]["epoch_num"], 1);
   EXPECT_EQ(lines[first["run_start"]]["event_type"], "INTERVAL_START");
   EXPECT_EQ(lines[first["train_samples"]]["value"], 4000);
+}
+
+std::vector<std::map<std::string, std::string>> readCsv(const std::string& path) {
+  std::ifstream in(path);
+  std::string line;
+  std::vector<std::string> header;
+  std::vector<std::map<std::string, std::string>> rows;
+  auto split = [](const std::string& l) {
+    std::vector<std::string> out;
+    std::stringstream ss(l);
+    std::string cell;
+    while (std::getline(ss, cell, ',')) out.push_back(cell);
+    return out;
+  };
+  std::getline(in, line);
+  header = split(line);
+  while (std::getline(in, line)) {
+    auto cells = split(line);
+    std::map<std::string, std::string> row;
+    for (size_t i = 0; i < header.size() && i < cells.size(); ++i) row[header[i]] = cells[i];
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// A large-batch recipe end to end: LARS with excluded parameters at a lower
+// rate, a momentum schedule and a batch-size schedule that doubles the batch
+// (and, by the linear rule, the lr) from epoch 3; logged under the MLPerf
+// LARS keys.
+TEST(LargeBatchRun, LarsWithBatchAndMomentumSchedules) {
+  const std::string dir = ::testing::TempDir() + "/lars_run_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  Config c = defaultTrainingConfig();
+  c.set("data.train_samples=4096");
+  c.set("data.eval_samples=1000");
+  c.set("train.epochs=3");
+  c.set("train.batch_size=512");
+  c.set("train.virtual_workers=4");
+  c.set("run.threads=2");
+  c.set("optim.name=lars");
+  c.set("optim.lr=20.0");
+  c.set("optim.excluded_lr_scale=0.02");
+  c.set("model.bn_momentum=0.3");  // few steps: running statistics must catch up
+  c.set("schedule.warmup_epochs=1");
+  c.set("schedule.decay=poly");
+  c.set("schedule.momentum_epochs=[0.0, 2.0]");
+  c.set("schedule.momentum_values=[0.8, 0.9]");
+  c.set("schedule.batch_epochs=[3]");
+  c.set("schedule.batch_factors=[2]");
+  TrainOptions o;
+  o.runDir = dir;
+  o.verbosity = Verbosity::kQuiet;
+  std::vector<StepRecord> steps;
+  o.onStep = [&](const StepRecord& r) { steps.push_back(r); };
+  TrainResult r = train(c, o);
+  EXPECT_EQ(r.steps, 8 + 8 + 4);  // 4096 / 512, then 4096 / 1024
+  ASSERT_EQ(steps.size(), 20u);
+  EXPECT_EQ(steps[15].samples, 512);
+  EXPECT_EQ(steps[16].samples, 1024);
+  // Warmup reaches the peak at epoch 1; the doubled batch doubles the lr.
+  EXPECT_NEAR(steps[8].lr, 20.0 * std::pow(1.0 - 0.0 / 2.0, 2.0), 1e-9);
+  EXPECT_NEAR(steps[16].lr, 2 * 20.0 * std::pow(1.0 - 1.0 / 2.0, 2.0), 1e-9);
+  EXPECT_LT(r.lastLoss, 0.8 * r.firstLoss);
+  EXPECT_GT(r.finalAccuracy, 0.4);  // chance is 0.1
+
+  auto rows = readCsv(dir + "/metrics.csv");
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[0]["global_batch"], "512");
+  EXPECT_EQ(rows[2]["global_batch"], "1024");
+  // The momentum of each epoch's last step: at position 1 - 1/8 and 2 - 1/8.
+  EXPECT_NEAR(std::stod(rows[0]["momentum"]), 0.8 + 0.1 * (0.875 / 2.0), 1e-5);
+  EXPECT_NEAR(std::stod(rows[2]["momentum"]), 0.9, 1e-9);
+
+  auto lines = readMllog(dir + "/mlperf.log");
+  std::map<std::string, int> count;
+  for (const auto& l : lines) {
+    ++count[l["key"].get<std::string>()];
+    if (l["key"] == "opt_name") EXPECT_EQ(l["value"], "lars");
+    if (l["key"] == "lars_opt_base_learning_rate") EXPECT_EQ(l["value"], 20.0);
+  }
+  for (const char* once :
+       {"opt_name", "lars_opt_base_learning_rate", "lars_opt_end_learning_rate",
+        "lars_opt_learning_rate_decay_poly_power", "lars_opt_learning_rate_decay_steps",
+        "lars_epsilon", "lars_opt_learning_rate_warmup_epochs", "lars_opt_momentum",
+        "lars_opt_weight_decay", "model_bn_span"}) {
+    EXPECT_EQ(count[once], 1) << once;
+  }
+  EXPECT_EQ(count["sgd_opt_base_learning_rate"], 0);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(LargeBatchRun, LambTrainsWithLinearScaledLr) {
+  const std::string dir = ::testing::TempDir() + "/lamb_run_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  Config c = defaultTrainingConfig();
+  c.set("data.train_samples=4096");
+  c.set("data.eval_samples=1000");
+  c.set("train.epochs=3");
+  c.set("train.batch_size=512");
+  c.set("run.threads=2");
+  c.set("optim.name=lamb");
+  c.set("optim.lr_per_256=0.05");  // peak lr 0.1 at batch 512
+  c.set("model.bn_momentum=0.3");
+  c.set("optim.weight_decay=0.01");
+  c.set("schedule.warmup_epochs=0.5");
+  TrainOptions o;
+  o.runDir = dir;
+  o.verbosity = Verbosity::kQuiet;
+  double maxLr = 0;
+  o.onStep = [&](const StepRecord& r) { maxLr = std::max(maxLr, r.lr); };
+  TrainResult r = train(c, o);
+  EXPECT_NEAR(maxLr, 0.1, 1e-2);
+  EXPECT_LT(r.lastLoss, 0.8 * r.firstLoss);
+  EXPECT_GT(r.finalAccuracy, 0.4);  // chance is 0.1
+  std::ifstream in(dir + "/summary.json");
+  nlohmann::json s = nlohmann::json::parse(in);
+  EXPECT_EQ(s["optimizer"], "lamb");
+  EXPECT_NEAR(s["peak_lr"].get<double>(), 0.1, 1e-12);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(RunDirectory, RefusesToOverwriteAPreviousRun) {

@@ -1,0 +1,20 @@
+// `bigbatch bench optim`: the fused optimizer step against the naive
+// per-tensor loop (one ATen call per tensor per operation), side by side in
+// one run, on a model's parameter set; plus the memory-bandwidth bound.
+#pragma once
+
+#include <string>
+
+namespace bigbatch {
+
+struct BenchOptimOptions {
+  std::string models = "resnet50,cnn";  // parameter sets: resnet50 (161 tensors, 25.6 M) and/or cnn (the default model)
+  std::string optimizers = "lars,lamb,sgd";
+  int iterations = 0;  // timed steps per path; 0: ~10 s of fused + naive per row
+  int threads = 0;     // intra-op threads; 0: all cores
+  bool json = false;   // one JSON object per row instead of the table
+};
+
+int runBenchOptim(const BenchOptimOptions& options);
+
+}  // namespace bigbatch

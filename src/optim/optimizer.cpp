@@ -1,0 +1,167 @@
+#include "bigbatch/optim/optimizer.h"
+
+#include <cmath>
+#include <map>
+#include <regex>
+
+#include "bigbatch/common/error.h"
+#include "multi_tensor.h"
+#include "optimizers.h"
+
+namespace bigbatch {
+
+bool isExcludedParameter(const NamedParameter& p, const OptimizerOptions& o) {
+  if (!o.exclude) return false;
+  if (o.excludePattern.empty()) return p.tensor.dim() <= 1;
+  return std::regex_search(p.name, std::regex(o.excludePattern));
+}
+
+std::vector<NamedParameter> namedParameters(const torch::nn::Module& module) {
+  std::vector<NamedParameter> out;
+  for (const auto& item : module.named_parameters()) out.push_back({item.key(), item.value()});
+  return out;
+}
+
+Optimizer::Optimizer(std::vector<NamedParameter> params, OptimizerOptions options)
+    : params_(std::move(params)), options_(std::move(options)) {
+  if (!options_.excludePattern.empty()) {
+    try {
+      std::regex check(options_.excludePattern);
+    } catch (const std::regex_error& e) {
+      BIGBATCH_THROW(InvalidArgument, "optim.exclude_pattern '{}' is not a valid regex: {}",
+                     options_.excludePattern, e.what());
+    }
+  }
+  for (const auto& p : params_) excluded_.push_back(isExcludedParameter(p, options_));
+}
+
+Optimizer::~Optimizer() = default;
+
+void Optimizer::addBuffer(const std::string& name) {
+  bufferNames_.push_back(name);
+  buffers_.emplace_back();
+  for (const auto& p : params_) buffers_.back().push_back(torch::zeros_like(p.tensor.detach()));
+}
+
+Optimizer::Group Optimizer::group(size_t i, const StepHyper& h) const {
+  if (excluded_[i]) {
+    return {h.lr * options_.excludedLrScale, options_.excludedWeightDecay * h.weightDecayScale,
+            false};
+  }
+  return {h.lr, options_.weightDecay * h.weightDecayScale, true};
+}
+
+bool Optimizer::fusedEligible() const {
+  if (!options_.fused) return false;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const torch::Tensor& w = params_[i].tensor;
+    const torch::Tensor& g = w.grad();
+    if (!w.device().is_cpu() || w.scalar_type() != torch::kFloat ||
+        !w.is_non_overlapping_and_dense()) {
+      return false;
+    }
+    if (!g.defined()) continue;
+    if (g.is_sparse() || g.scalar_type() != torch::kFloat || g.strides() != w.strides()) {
+      return false;
+    }
+    for (const auto& b : buffers_) {
+      if (b[i].strides() != w.strides()) return false;
+    }
+  }
+  return true;
+}
+
+const optim_detail::MultiTensorPlan& Optimizer::plan() {
+  if (!plan_) {
+    std::vector<int64_t> numels;
+    for (const auto& p : params_) numels.push_back(p.tensor.numel());
+    plan_ = std::make_unique<optim_detail::MultiTensorPlan>(numels);
+  }
+  return *plan_;
+}
+
+std::vector<Optimizer::Pointers> Optimizer::pointers() {
+  std::vector<Pointers> out(params_.size());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    torch::Tensor& w = params_[i].tensor;
+    out[i].w = w.data_ptr<float>();
+    out[i].g = w.grad().defined() ? w.grad().data_ptr<float>() : nullptr;
+    for (size_t b = 0; b < 2; ++b) {
+      out[i].b[b] = b < buffers_.size() ? buffers_[b][i].data_ptr<float>() : nullptr;
+    }
+  }
+  return out;
+}
+
+StepResult Optimizer::step(const StepHyper& hyper) {
+  torch::NoGradGuard noGrad;
+  StepResult r = fusedEligible() ? stepFused(hyper) : stepPerTensor(hyper);
+  if (r.applied) ++steps_;
+  return r;
+}
+
+void Optimizer::zeroGrad() {
+  for (auto& p : params_) {
+    if (p.tensor.grad().defined()) p.tensor.mutable_grad().zero_();
+  }
+}
+
+std::vector<std::pair<std::string, torch::Tensor>> Optimizer::state() const {
+  std::vector<std::pair<std::string, torch::Tensor>> out;
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      out.emplace_back(params_[i].name + "." + bufferNames_[b], buffers_[b][i]);
+    }
+  }
+  out.emplace_back("step", torch::tensor(steps_, torch::kInt64));
+  return out;
+}
+
+void Optimizer::loadState(const std::vector<std::pair<std::string, torch::Tensor>>& state) {
+  std::map<std::string, torch::Tensor> given(state.begin(), state.end());
+  const auto mine = this->state();
+  for (const auto& [name, tensor] : mine) {
+    auto it = given.find(name);
+    BIGBATCH_CHECK(it != given.end(), InvalidArgument,
+                   "optimizer state has no '{}' (is it from another optimizer or model?)", name);
+    BIGBATCH_CHECK(it->second.sizes() == tensor.sizes(), InvalidArgument,
+                   "optimizer state '{}' has shape {} but this model needs {}", name,
+                   c10::str(it->second.sizes()),
+                   c10::str(tensor.sizes()));
+    given.erase(it);
+  }
+  BIGBATCH_CHECK(given.empty(), InvalidArgument,
+                 "optimizer state has {} entries this optimizer does not know, e.g. '{}'",
+                 given.size(), given.empty() ? std::string() : given.begin()->first);
+  torch::NoGradGuard noGrad;
+  std::map<std::string, torch::Tensor> byName(state.begin(), state.end());
+  for (size_t b = 0; b < buffers_.size(); ++b) {
+    for (size_t i = 0; i < params_.size(); ++i) {
+      buffers_[b][i].copy_(byName.at(params_[i].name + "." + bufferNames_[b]));
+    }
+  }
+  steps_ = byName.at("step").item<int64_t>();
+}
+
+std::unique_ptr<Optimizer> makeOptimizer(std::vector<NamedParameter> params,
+                                         const OptimizerOptions& o) {
+  BIGBATCH_CHECK(o.momentum >= 0 && o.momentum < 1, InvalidArgument,
+                 "optimizer momentum = {} must lie in [0, 1)", o.momentum);
+  BIGBATCH_CHECK(o.weightDecay >= 0 && o.excludedWeightDecay >= 0, InvalidArgument,
+                 "weight decay must be >= 0 (got {} and {} for excluded parameters)",
+                 o.weightDecay, o.excludedWeightDecay);
+  if (o.name == "sgd") return optim_detail::makeSgd(std::move(params), o);
+  if (o.name == "lars") return optim_detail::makeLars(std::move(params), o);
+  if (o.name == "lamb") return optim_detail::makeLamb(std::move(params), o);
+  BIGBATCH_THROW(InvalidArgument, "optimizer '{}' is not one of sgd, lars, lamb", o.name);
+}
+
+namespace optim_detail {
+double sumColumn(const std::vector<double>& values, int width, int k) {
+  double s = 0;
+  for (size_t i = k; i < values.size(); i += width) s += values[i];
+  return s;
+}
+}  // namespace optim_detail
+
+}  // namespace bigbatch
