@@ -1,7 +1,8 @@
 // bigbatch: the command-line interface.
 //
 //   bigbatch train CONFIG.toml [--set key=value]... [--run-dir DIR] [--overwrite] [--workers N]
-//                  [--init-from FILE.pt] [--timeline FILE.json] [--timeline-steps A-B]
+//                  [--init-from FILE.pt] [--resume auto|PATH] [--timeline FILE.json]
+//                  [--timeline-steps A-B]
 //   bigbatch keys [--markdown]
 //   bigbatch export RUN_DIR|WEIGHTS.pt OUT.pt
 //   bigbatch plot RUN_DIR... [-o DIR]
@@ -33,14 +34,18 @@ namespace {
 
 int runTrain(const std::string& configPath, const std::vector<std::string>& sets,
              const std::string& runDir, bool overwrite, bool quiet, bool verbose, int workers,
-             const std::string& initFrom, const std::string& timelinePath,
-             const std::string& timelineSteps, int argc, char** argv) {
+             const std::string& initFrom, const std::string& resume,
+             const std::string& timelinePath, const std::string& timelineSteps, int argc,
+             char** argv) {
   bigbatch::Config config = bigbatch::defaultTrainingConfig();
   config.mergeFile(configPath);
   for (const auto& s : sets) config.set(s);
   // Bad input fails here, once, before any rank starts.
   bigbatch::validateTrainingConfig(config);
   const auto traced = bigbatch::parseStepRange(timelineSteps);
+  BIGBATCH_CHECK(resume.empty() || initFrom.empty(), bigbatch::InvalidArgument,
+                 "--resume and --init-from were both given; a resume restores the weights from "
+                 "the checkpoint, so drop --init-from");
   if (workers == 0) workers = static_cast<int>(config.getInt("run.workers"));
   if (bigbatch::shouldLaunchWorkers(workers)) bigbatch::launchWorkers(workers, argc, argv);
   bigbatch::TrainOptions options;
@@ -48,6 +53,7 @@ int runTrain(const std::string& configPath, const std::vector<std::string>& sets
   options.runDir = runDir;
   options.overwrite = overwrite;
   options.initFrom = initFrom;
+  options.resume = resume;
   options.timelinePath = timelinePath;
   std::tie(options.timelineFirstStep, options.timelineLastStep) = traced;
   options.verbosity = quiet     ? bigbatch::Verbosity::kQuiet
@@ -103,6 +109,11 @@ int main(int argc, char** argv) {
                     "start from the weights of a state-dict file (a run's model.pt or a `bigbatch "
                     "export`; names and shapes must match); default: initialise from run.seed")
       ->check(CLI::ExistingFile);
+  std::string resume;
+  train->add_option("--resume", resume,
+                    "continue from a checkpoint: auto (this run's newest: in --run-dir/run.dir, "
+                    "else the newest runs/<config stem>-* that has one; none: start fresh) or a "
+                    "checkpoint file or directory; default: start fresh");
   std::string timelinePath, timelineSteps = "1-100";
   train->add_option("--timeline", timelinePath,
                     "write a Chrome-trace timeline (chrome://tracing, Perfetto) of the traced "
@@ -198,7 +209,7 @@ int main(int argc, char** argv) {
   try {
     if (*train) {
       return runTrain(configPath, sets, runDir, overwrite, quiet, verbose, workers, initFrom,
-                      timelinePath, timelineSteps, argc, argv);
+                      resume, timelinePath, timelineSteps, argc, argv);
     }
     if (*plotCmd) {
       for (const auto& png : bigbatch::plotRuns(plotRunsArg, plotOut)) std::printf("wrote %s\n", png.c_str());

@@ -261,6 +261,11 @@ const ConfigValue& Config::value(const std::string& key, ConfigType type) const 
   return values_.at(key);
 }
 
+std::string Config::valueText(const std::string& key) const {
+  field(key, "internal");
+  return formatConfigValue(values_.at(key));
+}
+
 int64_t Config::getInt(const std::string& key) const {
   return std::get<int64_t>(value(key, ConfigType::kInt));
 }

@@ -146,7 +146,7 @@ void DistributedDataParallel::verifyIdentical() {
     v[2 + i] = sums[i];
     v[2 + n + i] = -sums[i];
   }
-  thread_->run([&] {
+  runWatched("the initial-weights checksum allreduce", [&] {
     checkSameSignature(comm_, /*operation=*/100, v.size(), DataType::kInt64);
     allreduceMaxInt64(comm_, v.data(), v.size(), kChecksumTag);
   });
@@ -207,11 +207,22 @@ void DistributedDataParallel::launchReadyBuckets() {
   while (nextLaunch_ + 1 < layout_.size() && pending_[nextLaunch_] == 0) launch(nextLaunch_++);
 }
 
+void DistributedDataParallel::runWatched(const char* operation, const std::function<void()>& task) {
+  thread_->run([&] {
+    StallWatchdog::Scope watched(options_.watchdog, StallWatchdog::kCommThread, operation);
+    task();
+  });
+}
+
 void DistributedDataParallel::launch(size_t bucket) {
   thread_->submit([this, bucket] { reduceBucket(bucket, false); });
 }
 
 void DistributedDataParallel::reduceBucket(size_t bucket, bool onComputeThread) {
+  StallWatchdog::Scope watched(options_.watchdog,
+                               onComputeThread ? StallWatchdog::kComputeThread
+                                               : StallWatchdog::kCommThread,
+                               "the gradient allreduce");
   const auto start = std::chrono::steady_clock::now();
   torch::Tensor& buf = buffers_[bucket];
   const size_t n = static_cast<size_t>(buf.numel());
@@ -236,7 +247,7 @@ std::vector<std::string> DistributedDataParallel::gatherToRoot(const std::string
   if (rank_ == 0) all.push_back(mine);
   if (size_ == 1) return all;
   constexpr int kGatherTag = 0x7e20;
-  thread_->run([&] {
+  runWatched("a gather to rank 0", [&] {
     if (rank_ != 0) {
       const uint64_t bytes = mine.size();
       comm_.send(&bytes, sizeof bytes, 0, kGatherTag);
@@ -269,7 +280,7 @@ double DistributedDataParallel::finishBackward() {
 
 std::vector<double> DistributedDataParallel::allreduceSum(std::vector<double> values) {
   if (size_ == 1 || values.empty()) return values;
-  thread_->run([&] {
+  runWatched("a scalar allreduce (loss, accuracy, timing totals)", [&] {
     scalarAllreduce_->run(comm_, values.data(), values.size(), DataType::kFloat64);
   });
   return values;
@@ -284,7 +295,8 @@ std::vector<double> DistributedDataParallel::allreduceMax(std::vector<double> va
     std::memcpy(&bits, &values[i], sizeof bits);
     v[i] = bits >= 0 ? bits : bits ^ 0x7fffffffffffffffLL;
   }
-  thread_->run([&] { allreduceMaxInt64(comm_, v.data(), v.size(), kChecksumTag + 1); });
+  runWatched("a scalar max-allreduce (timing totals)",
+             [&] { allreduceMaxInt64(comm_, v.data(), v.size(), kChecksumTag + 1); });
   for (size_t i = 0; i < values.size(); ++i) {
     int64_t bits = v[i] >= 0 ? v[i] : v[i] ^ 0x7fffffffffffffffLL;
     std::memcpy(&values[i], &bits, sizeof bits);
@@ -310,7 +322,7 @@ void DistributedDataParallel::averageBuffers() {
   std::vector<torch::Tensor> flatParts;
   for (auto& b : floats) flatParts.push_back(b.reshape({-1}).to(torch::kFloat32));
   torch::Tensor flat = torch::cat(flatParts).contiguous();
-  thread_->run([&] {
+  runWatched("the BatchNorm statistics allreduce", [&] {
     allreduce_->run(comm_, flat.data_ptr(), static_cast<size_t>(flat.numel()), DataType::kFloat32);
   });
   flat.div_(size_);

@@ -82,6 +82,27 @@ std::vector<ConfigField> trainingConfigSchema() {
       F("train.label_smoothing", T::kFloat, 0.0, "label smoothing α: target (1-α)·onehot + α/K", 0.0,
         0.999),
 
+      F("train.nonfinite", T::kString, std::string("stop"),
+        "a non-finite loss or gradient: stop (fail naming the step and tensor) or skip the step "
+        "(weights untouched, counted in metrics.csv)",
+        {}, {}, {"stop", "skip"}),
+
+      F("ckpt.every_epochs", T::kInt, int64_t{1},
+        "write a checkpoint every N epochs (and at the end); 0: only at the end", 0.0, 100000.0),
+      F("ckpt.every_steps", T::kInt, int64_t{0},
+        "also write one every N optimizer steps (mid-epoch); 0: off", 0.0, 1e12),
+      F("ckpt.keep", T::kInt, int64_t{2}, "checkpoints kept (the newest)", 1.0, 100000.0),
+      F("ckpt.dir", T::kString, std::string(""),
+        "checkpoint directory; empty: <run directory>/checkpoints"),
+
+      F("fault.kind", T::kString, std::string("none"),
+        "fault injection for tests: at optimizer step fault.step, rank fault.rank throws, "
+        "aborts, SIGKILLs itself, hangs, or gets a NaN loss",
+        {}, {}, {"none", "throw", "abort", "sigkill", "hang", "nan"}),
+      F("fault.rank", T::kInt, int64_t{0}, "rank that injects the fault", 0.0, 1e6),
+      F("fault.step", T::kInt, int64_t{1}, "1-based optimizer step at which the fault fires", 1.0,
+        1e12),
+
       F("ddp.fusion_bytes", T::kInt, int64_t{1} << 20,
         "gradient bytes per exchange bucket (buckets are sent as soon as backward fills them)",
         4.0, 1073741824.0),

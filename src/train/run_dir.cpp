@@ -1,5 +1,6 @@
 #include "bigbatch/train/run_dir.h"
 
+#include <cstdlib>
 #include <filesystem>
 
 #include <fmt/format.h>
@@ -9,8 +10,32 @@
 namespace bigbatch {
 namespace fs = std::filesystem;
 
-RunDir::RunDir(std::string path, bool overwrite) : path_(std::move(path)) {
+RunDir::RunDir(std::string path, bool overwrite, int64_t resumeEpoch) : path_(std::move(path)) {
   std::error_code ec;
+  if (resumeEpoch > 0) {
+    fs::create_directories(path_, ec);
+    if (ec) BIGBATCH_THROW(IoError, "cannot create run directory '{}': {}", path_, ec.message());
+    // Keep the metrics of the epochs before the checkpoint.
+    std::ifstream in(file("metrics.csv"));
+    std::string header, line, kept;
+    if (std::getline(in, header)) {
+      while (std::getline(in, line)) {
+        const int64_t epoch = std::atoll(line.substr(0, line.find(',')).c_str());
+        if (epoch >= 1 && epoch < resumeEpoch) kept += line + "\n";
+      }
+      in.close();
+      writeText("metrics.csv", header + "\n" + kept);
+      metrics_.open(file("metrics.csv"), std::ios::app);
+      if (!metrics_) BIGBATCH_THROW(IoError, "cannot append to '{}'", file("metrics.csv"));
+    }
+    if (fs::exists(file("mlperf.log"))) {
+      int n = 1;
+      while (fs::exists(file(fmt::format("mlperf.log.{}", n)))) ++n;
+      fs::rename(file("mlperf.log"), file(fmt::format("mlperf.log.{}", n)), ec);
+    }
+    fs::remove(file("summary.json"), ec);
+    return;
+  }
   if (!overwrite) {
     for (const char* f : {"summary.json", "mlperf.log", "metrics.csv"}) {
       if (fs::exists(fs::path(path_) / f)) {

@@ -3,10 +3,14 @@
 #include <chrono>
 #include <cmath>
 #include <ctime>
+#include <csignal>
+#include <cstdlib>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <thread>
 
+#include "bigbatch/ckpt/checkpoint.h"
 #include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/collectives/allreduce.h"
 #include "bigbatch/comm/in_process_communicator.h"
@@ -15,6 +19,7 @@
 #include "bigbatch/common/hash.h"
 #include "bigbatch/common/mlperf_logger.h"
 #include "bigbatch/ddp/distributed_data_parallel.h"
+#include "bigbatch/ddp/heartbeat.h"
 #include "bigbatch/data/batch.h"
 #include "bigbatch/data/dataset.h"
 #include "bigbatch/data/sampler.h"
@@ -25,6 +30,7 @@
 #include "bigbatch/schedule/piecewise_linear.h"
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/progress.h"
+#include "bigbatch/train/resume.h"
 #include "bigbatch/train/timeline.h"
 #include "bigbatch/train/run_dir.h"
 
@@ -56,14 +62,19 @@ std::string utcStamp() {
   return buf;
 }
 
-std::string resolveRunDir(const Config& c, const TrainOptions& o) {
-  if (!o.runDir.empty()) return o.runDir;
-  if (!c.getString("run.dir").empty()) return c.getString("run.dir");
+std::string runName(const Config& c, const TrainOptions& o) {
   std::string name = c.getString("run.name");
   if (name.empty()) {
     name = o.configPath.empty() ? "run" : std::filesystem::path(o.configPath).stem().string();
   }
-  return (std::filesystem::path(c.getString("run.out_dir")) / (name + "-" + utcStamp())).string();
+  return name;
+}
+
+std::string resolveRunDir(const Config& c, const TrainOptions& o) {
+  if (!o.runDir.empty()) return o.runDir;
+  if (!c.getString("run.dir").empty()) return c.getString("run.dir");
+  return (std::filesystem::path(c.getString("run.out_dir")) / (runName(c, o) + "-" + utcStamp()))
+      .string();
 }
 
 ModelOptions modelOptions(const Config& c, const Dataset& data) {
@@ -144,6 +155,62 @@ void logOptimizer(MlperfLogger& ml, const Config& c, double peakLr, int64_t deca
   }
 }
 
+// Copies named tensors into the model's parameters (all of them, when
+// `params` is non-empty) and buffers, naming any mismatch.
+void restoreModel(torch::nn::Module& model, const NamedTensors& params,
+                  const NamedTensors& buffers, const std::string& origin) {
+  torch::NoGradGuard noGrad;
+  auto copyAll = [&](const NamedTensors& from, auto named, const char* what) {
+    std::map<std::string, torch::Tensor> byName(from.begin(), from.end());
+    for (auto& item : named) {
+      auto it = byName.find(item.key());
+      BIGBATCH_CHECK(it != byName.end(), InvalidArgument,
+                     "checkpoint '{}' has no {} '{}' that this model needs (another model?)",
+                     origin, what, item.key());
+      BIGBATCH_CHECK(it->second.sizes() == item.value().sizes(), InvalidArgument,
+                     "checkpoint '{}': {} '{}' has shape {} but this model's is {}", origin, what,
+                     item.key(), c10::str(it->second.sizes()), c10::str(item.value().sizes()));
+      item.value().copy_(it->second);
+      byName.erase(it);
+    }
+    BIGBATCH_CHECK(byName.empty(), InvalidArgument,
+                   "checkpoint '{}' holds {} '{}' that this model does not have (another model?)",
+                   origin, what, byName.empty() ? std::string() : byName.begin()->first);
+  };
+  if (!params.empty()) copyAll(params, model.named_parameters(), "parameter");
+  copyAll(buffers, model.named_buffers(), "buffer");
+}
+
+NamedTensors namedTensors(const torch::OrderedDict<std::string, torch::Tensor>& dict) {
+  NamedTensors out;
+  for (const auto& item : dict) out.emplace_back(item.key(), item.value().detach().clone());
+  return out;
+}
+
+// The first parameter whose gradient holds an inf or NaN (for the error).
+std::string firstNonFiniteGradient(torch::nn::Module& model) {
+  for (const auto& item : model.named_parameters()) {
+    const auto& g = item.value().grad();
+    if (g.defined() && !torch::isfinite(g).all().item<bool>()) return item.key();
+  }
+  return "?";
+}
+
+// fault.kind at fault.step on fault.rank: the failures docs/RELIABILITY.md
+// measures. "nan" returns: the step makes this rank's loss NaN.
+void injectFault(const std::string& kind, int rank, int64_t step) {
+  std::fprintf(stderr, "bigbatch: injecting fault '%s' on rank %d at step %lld\n", kind.c_str(),
+               rank, static_cast<long long>(step));
+  std::fflush(stderr);
+  if (kind == "nan") return;
+  if (kind == "abort") std::abort();
+  if (kind == "sigkill") std::raise(SIGKILL);
+  if (kind == "hang") {
+    while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  BIGBATCH_THROW(Error, "injected fault (fault.kind = throw) on rank {} at step {}", rank, step);
+}
+
 void toChannelsLast(torch::nn::Module& model) {
   torch::NoGradGuard noGrad;
   for (auto& p : model.parameters()) {
@@ -196,8 +263,9 @@ std::string f6(double v) { return fmt::format("{:.6g}", v); }
 
 }  // namespace
 
-TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
-  validateTrainingConfig(c);
+TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob job) {
+  validateTrainingConfig(userConfig);
+  Config c = userConfig;  // a resume on another world size adjusts the accumulation steps
 
   // The ranks: given, MPI's world under mpirun, or this process alone.
   std::unique_ptr<Communicator> ownedComm;
@@ -223,26 +291,66 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
   MlperfLogger ml;  // stays closed (silent) on ranks other than 0
   const auto initStart = Clock::now();
   std::exception_ptr setupError;
-  if (lead) {
+  // Resume: every rank finds and reads the same checkpoint itself.
+  std::optional<ResumePoint> resume;
+  std::vector<std::string> changedKeys;
+  try {
+    resume = findResumePoint(c, o.resume, o.runDir, runName(c, o));
+    if (resume) {
+      const int64_t accumulation =
+          checkResumeCompatible(c, resume->checkpoint, worldSize, resume->path, &changedKeys);
+      c.setValue("train.accumulation_steps", accumulation, "--resume");
+    }
+  } catch (const std::exception&) {
+    setupError = std::current_exception();
+  }
+  if (lead && !setupError) {
     try {
-      runDir = std::make_unique<RunDir>(resolveRunDir(c, o), o.overwrite);
+      TrainOptions dirOptions = o;
+      if (resume && !resume->runDir.empty()) dirOptions.runDir = resume->runDir;
+      runDir = std::make_unique<RunDir>(resolveRunDir(c, dirOptions), o.overwrite,
+                                        resume ? resume->checkpoint.epoch : 0);
       runDir->writeText("config.toml", c.toToml());
       ml.open(runDir->file("mlperf.log"), /*echo=*/false);
     } catch (const std::exception&) {
       setupError = std::current_exception();
     }
   }
-  // Rank agreement before any work: rank 0's set-up succeeded, and every
-  // rank was started with the same config (one 24-byte collective).
+  // Rank agreement before any work: every rank's set-up succeeded, and all
+  // were started with the same config (one 32-byte collective).
   {
     const int64_t hash = configHash(c);
-    int64_t v[3] = {setupError ? 1 : 0, hash, -hash};
-    if (worldSize > 1) allreduceMaxInt64(*comm, v, 3, /*tag=*/0x7e10);
+    int64_t v[4] = {setupError ? rank + 1 : 0, hash, -hash, resume ? resume->checkpoint.globalStep : -1};
+    int64_t resumeStep = v[3];
+    if (worldSize > 1) allreduceMaxInt64(*comm, v, 4, /*tag=*/0x7e10);
     if (setupError) std::rethrow_exception(setupError);
-    BIGBATCH_CHECK(v[0] == 0, Error, "rank 0 failed to set up the run (see its message)");
+    BIGBATCH_CHECK(v[0] == 0, Error, "rank {} failed to set up the run (see its message)", v[0] - 1);
     BIGBATCH_CHECK(v[1] == -v[2], MismatchError,
                    "the ranks were started with different configs (config hashes differ); start "
                    "every rank with the same recipe and --set options");
+    BIGBATCH_CHECK(v[3] == resumeStep, MismatchError,
+                   "the ranks found different checkpoints to resume from (step {} here, up to {} "
+                   "on another rank); give --resume an explicit checkpoint file",
+                   resumeStep, v[3]);
+  }
+  if (resume && !quiet) {
+    fmt::print("resuming from {} (epoch {}, step {} of it, {} steps done){}\n", resume->path,
+               resume->checkpoint.epoch, resume->checkpoint.stepInEpoch,
+               resume->checkpoint.globalStep,
+               resume->checkpoint.worldSize != worldSize
+                   ? fmt::format("; it was written by {} rank(s): global batch {} kept with {} "
+                                 "accumulation step(s), rank r takes rank (r mod {})'s BatchNorm "
+                                 "statistics",
+                                 resume->checkpoint.worldSize, resume->checkpoint.globalBatch,
+                                 c.getInt("train.accumulation_steps"), resume->checkpoint.worldSize)
+                   : std::string());
+    if (!changedKeys.empty()) {
+      fmt::print("  config changed since the checkpoint (the continuation is not bit-exact): {}\n",
+                 fmt::join(changedKeys, ", "));
+    }
+    std::fflush(stdout);
+  } else if (!o.resume.empty() && !quiet) {
+    fmt::print("--resume {}: no checkpoint found; starting from scratch\n", o.resume);
   }
   BIGBATCH_MLLOG_POINT(ml, mlkey::kCacheClear, true);
   BIGBATCH_MLLOG_START(ml, mlkey::kInitStart);
@@ -279,7 +387,7 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
     job.model = buildModel(modelOptions(c, trainData));
   }
   auto model = job.model;
-  if (!o.initFrom.empty()) {
+  if (!o.initFrom.empty() && !resume) {
     loadStateDict(*model, o.initFrom);  // every rank: the checksum below still holds
     log().info("initial weights from {}", o.initFrom);
   }
@@ -311,9 +419,49 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
   ddpOptions.allreduce = c.getString("comm.allreduce");
   ddpOptions.allreduceTable = c.getString("comm.allreduce_table");
   ddpOptions.tune = c.getBool("comm.allreduce_tune");
+  // A rank stuck inside a call without a deadline of its own (MPI's) ends the
+  // job instead of hanging it; our own collectives fail first, at the
+  // deadline, naming the rank.
+  std::unique_ptr<StallWatchdog> watchdog;
+  const double timeoutS = c.getFloat("comm.timeout_s");
+  // Each rank's step in shared memory, so the survivors can name the one
+  // that stopped (collective: every rank builds it here).
+  Heartbeat heartbeat(*comm);
+  std::atomic<int64_t> currentStep{0};
+  std::atomic<int> currentPhase{Heartbeat::kCompute};
+  if (worldSize > 1 && comm->transportName() == "MPI") {
+    const auto limit = std::chrono::milliseconds(static_cast<int64_t>(timeoutS * 1000.0));
+    watchdog = std::make_unique<StallWatchdog>(limit, [&heartbeat, &currentStep, &currentPhase, rank,
+                                                       timeoutS](const std::string& op, double stuck) {
+      const std::string who = heartbeat.describeLaggards(
+          currentStep.load(), static_cast<Heartbeat::Phase>(currentPhase.load()));
+      std::fprintf(stderr,
+                   "bigbatch: error: [rank %d] stall watchdog: %s at step %lld has not finished "
+                   "after %.1f s (comm.timeout_s = %g): stopped answering: %s; ending the job\n",
+                   rank, op.c_str(), static_cast<long long>(currentStep.load()), stuck, timeoutS,
+                   who.c_str());
+      std::fflush(stderr);
+      std::_Exit(1);  // mpirun then ends every rank
+    });
+    ddpOptions.watchdog = watchdog.get();
+  }
   DistributedDataParallel ddp(*model, *comm, ddpOptions);
 
-  ddp.verifyIdentical();
+  if (resume) {
+    // Weights and rank 0's buffers on every rank first, so the checksum
+    // below proves every rank read the same checkpoint; then each rank's own
+    // BatchNorm statistics and RNG state.
+    const Checkpoint& k = resume->checkpoint;
+    restoreModel(*model, k.parameters, k.rankBuffers[0], resume->path);
+    ddp.verifyIdentical();
+    const size_t mine = static_cast<size_t>(rank) % k.rankBuffers.size();
+    restoreModel(*model, {}, k.rankBuffers[mine], resume->path);
+    torch::NoGradGuard noGrad;
+    at::Generator generator = at::detail::getDefaultCPUGenerator();
+    generator.set_state(k.rankRng[mine]);
+  } else {
+    ddp.verifyIdentical();
+  }
 
   BIGBATCH_MLLOG_POINT(ml, mlkey::kSubmissionBenchmark, c.getString("mlperf.submission_benchmark"));
   BIGBATCH_MLLOG_POINT(ml, mlkey::kSubmissionOrg, c.getString("mlperf.submission_org"));
@@ -323,8 +471,10 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
   if (platform.empty()) platform = fmt::format("{}x{}", worldSize, cpuModel());
   BIGBATCH_MLLOG_POINT(ml, mlkey::kSubmissionPlatform, platform);
 
-  const std::unique_ptr<Optimizer> optimizer =
-      makeOptimizer(namedParameters(*model), optimizerOptions(c));
+  OptimizerOptions optimOptions = optimizerOptions(c);
+  optimOptions.checkFinite = true;  // SGD too: a non-finite gradient never reaches the weights
+  const std::unique_ptr<Optimizer> optimizer = makeOptimizer(namedParameters(*model), optimOptions);
+  if (resume) optimizer->loadState(resume->checkpoint.optimizer);
 
   const int64_t batchPerRank = c.getInt("train.batch_size");
   const int64_t accumulation = c.getInt("train.accumulation_steps");
@@ -385,11 +535,107 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
   const std::vector<std::string> columns = {
       "epoch", "step", "lr", "train_loss", "train_acc", "test_acc", "epoch_time_s", "img_s",
       "elapsed_s", "data_s", "forward_s", "backward_s", "comm_wait_s", "comm_wait_min_s",
-      "comm_wait_max_s", "optimizer_s", "eval_s", "global_batch", "momentum"};
+      "comm_wait_max_s", "optimizer_s", "eval_s", "global_batch", "momentum", "skipped_steps"};
+
+  // Where to start, and the totals so far (a resume continues them).
+  int64_t firstEpoch = 1, firstStep = 0;
+  double elapsedBefore = 0;                              // run seconds before the resume
+  double carriedLoss = 0, carriedCorrect = 0, carriedSeen = 0;  // this epoch's, rank 0 only
+  if (resume) {
+    const Checkpoint& k = resume->checkpoint;
+    auto counter = [&](const char* key) {
+      auto it = k.counters.find(key);
+      return it == k.counters.end() ? 0.0 : it->second;
+    };
+    firstEpoch = k.epoch;
+    firstStep = k.stepInEpoch;
+    step = k.globalStep;
+    trainSeconds = counter("train_seconds");
+    trainImages = static_cast<int64_t>(counter("train_images"));
+    result.bestAccuracy = counter("best_accuracy");
+    result.finalAccuracy = counter("final_accuracy");
+    result.reachedTarget = counter("reached_target") != 0;
+    result.timeToTargetS = result.reachedTarget ? counter("time_to_target_s") : -1;
+    result.firstLoss = counter("first_loss");
+    result.lastLoss = counter("last_loss");
+    result.epochs = static_cast<int64_t>(counter("epochs"));
+    result.steps = step;
+    elapsedBefore = counter("elapsed_s");
+    if (lead) {
+      carriedLoss = counter("epoch_loss_sum");
+      carriedCorrect = counter("epoch_correct");
+      carriedSeen = counter("epoch_seen");
+    }
+  }
+
+  // Checkpoints: rank 0 writes; every rank sends its BatchNorm buffers and
+  // RNG state (they differ per rank) and takes part in the totals.
+  std::unique_ptr<CheckpointDir> checkpoints;
+  if (lead) {
+    checkpoints = std::make_unique<CheckpointDir>(
+        c.getString("ckpt.dir").empty() ? runDir->file("checkpoints") : c.getString("ckpt.dir"),
+        static_cast<int>(c.getInt("ckpt.keep")));
+  }
+  auto saveCheckpoint = [&](int64_t nextEpoch, int64_t stepInEpoch, double epochLoss,
+                            double epochCorrect, double epochSeen, double elapsed) {
+    c10::Dict<std::string, at::Tensor> own;
+    for (const auto& item : model->named_buffers()) {
+      own.insert(item.key(), item.value().detach().contiguous().clone());
+    }
+    own.insert("<rng>", at::detail::getDefaultCPUGenerator().get_state());
+    const std::vector<char> bytes = torch::pickle_save(c10::IValue(own));
+    const auto parts = ddp.gatherToRoot(std::string(bytes.begin(), bytes.end()));
+    const auto totals = ddp.allreduceSum({epochLoss, epochCorrect, epochSeen});
+    if (!lead) return;
+    const auto t0 = Clock::now();
+    Checkpoint k;
+    k.config = c.toToml();
+    k.worldSize = worldSize;
+    k.globalBatch = globalBatch;
+    k.epoch = nextEpoch;
+    k.stepInEpoch = stepInEpoch;
+    k.globalStep = step;
+    k.parameters = namedTensors(model->named_parameters());
+    for (const auto& part : parts) {
+      const auto dict = torch::pickle_load(std::vector<char>(part.begin(), part.end())).toGenericDict();
+      NamedTensors buffers;
+      for (const auto& e : dict) {
+        if (e.key().toStringRef() == "<rng>") {
+          k.rankRng.push_back(e.value().toTensor());
+        } else {
+          buffers.emplace_back(e.key().toStringRef(), e.value().toTensor());
+        }
+      }
+      k.rankBuffers.push_back(std::move(buffers));
+    }
+    k.optimizer = optimizer->state();
+    k.counters = {{"train_seconds", trainSeconds},
+                  {"train_images", static_cast<double>(trainImages)},
+                  {"best_accuracy", result.bestAccuracy},
+                  {"final_accuracy", result.finalAccuracy},
+                  {"reached_target", result.reachedTarget ? 1.0 : 0.0},
+                  {"time_to_target_s", result.timeToTargetS},
+                  {"first_loss", result.firstLoss},
+                  {"last_loss", result.lastLoss},
+                  {"epochs", static_cast<double>(result.epochs)},
+                  {"elapsed_s", elapsed},
+                  {"epoch_loss_sum", totals[0]},
+                  {"epoch_correct", totals[1]},
+                  {"epoch_seen", totals[2]}};
+    const std::string path = checkpoints->save(k);
+    log().debug("checkpoint {} written in {:.3f} s", path, secondsSince(t0));
+  };
+  const int64_t everyEpochs = c.getInt("ckpt.every_epochs");
+  const int64_t everySteps = c.getInt("ckpt.every_steps");
+
+  // Fault injection (tests and docs/RELIABILITY.md).
+  const std::string faultKind = c.getString("fault.kind");
+  const int64_t faultRank = c.getInt("fault.rank"), faultStep = c.getInt("fault.step");
+  const bool skipNonFinite = c.getString("train.nonfinite") == "skip";
 
   // A run that fails part-way still closes its MLPerf log (status aborted).
   try {
-    for (int64_t epoch = 1; epoch <= epochs; ++epoch) {
+    for (int64_t epoch = firstEpoch; epoch <= epochs; ++epoch) {
       BIGBATCH_MLLOG_START(ml, mlkey::kBlockStart, {{"first_epoch_num", epoch}, {"epoch_count", 1}});
       BIGBATCH_MLLOG_START(ml, mlkey::kEpochStart, {{"epoch_num", epoch}});
       const auto epochStart = Clock::now();
@@ -398,10 +644,23 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
       const int64_t epochBatch = globalBatch * batchFactor;
       const ShardPlan plan = planEpoch(trainData.size(), epochBatch, rank, worldSize, seed, epoch);
       double dataS = 0, forwardS = 0, backwardS = 0, commS = 0, optimizerS = 0;
+      const int64_t startStep = epoch == firstEpoch ? firstStep : 0;
       double lossSum = 0, correct = 0, seen = 0;
+      if (epoch == firstEpoch) {
+        lossSum = carriedLoss;
+        correct = carriedCorrect;
+        seen = carriedSeen;
+      }
       double lr = 0, momentum = 0;
+      int64_t skipped = 0;
       progress.startEpoch(epoch, epochs, plan.steps);
-      for (int64_t s = 0; s < plan.steps; ++s) {
+      for (int64_t s = startStep; s < plan.steps; ++s) {
+        currentStep.store(step + 1);
+        currentPhase.store(Heartbeat::kCompute);
+        heartbeat.beat(step + 1, Heartbeat::kCompute);
+        const bool faultNow = faultKind != "none" && rank == faultRank && step + 1 == faultStep;
+        if (faultNow) injectFault(faultKind, rank, step + 1);
+        bool poisoned = false;  // this rank's loss was not finite
         // Images in this global batch (the last one of an epoch may be short):
         // each rank's loss is its sum divided by this, so the summed
         // gradients are exactly the global batch's mean gradient.
@@ -426,18 +685,23 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
               torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(smoothing).reduction(
                   torch::kSum));
           torch::Tensor loss = lossSumT / static_cast<double>(stepSamples);
+          const double v = lossSumT.item<double>();
+          // A non-finite loss poisons this rank's gradients, and the exchange
+          // carries the NaN to every rank: all ranks then see a non-finite
+          // gradient in the optimizer's norm pass and skip or stop together.
+          if (!std::isfinite(v) || (faultNow && faultKind == "nan")) {
+            poisoned = true;
+            loss = loss * std::numeric_limits<double>::quiet_NaN();
+          }
           auto t2 = Clock::now();
           loss.backward();
           auto t3 = Clock::now();
-          const double v = lossSumT.item<double>();
-          BIGBATCH_CHECK(std::isfinite(v), Error,
-                         "training loss is {} at epoch {} step {}; lower optim.lr or raise "
-                         "schedule.warmup_epochs",
-                         v, epoch, s + 1);
-          stepLoss += v;
-          lossSum += v;
-          correct += static_cast<double>(logits.argmax(1).eq(batch.labels).sum().item<int64_t>());
-          seen += static_cast<double>(batch.size());
+          if (!poisoned) {
+            stepLoss += v;
+            lossSum += v;
+            correct += static_cast<double>(logits.argmax(1).eq(batch.labels).sum().item<int64_t>());
+            seen += static_cast<double>(batch.size());
+          }
           dataS += std::chrono::duration<double>(t1 - t0).count();
           forwardS += std::chrono::duration<double>(t2 - t1).count();
           backwardS += std::chrono::duration<double>(t3 - t2).count();
@@ -448,6 +712,8 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
           }
         }
         const auto tWait = Clock::now();
+        currentPhase.store(Heartbeat::kExchange);
+        heartbeat.beat(step + 1, Heartbeat::kExchange);
         commS += ddp.finishBackward();
         auto t4 = Clock::now();
         const double position = static_cast<double>(epoch - 1) + static_cast<double>(s) / plan.steps;
@@ -456,10 +722,22 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
         momentum = momentumSchedule.at(position);
         const StepResult stepped = optimizer->step(
             {lr, momentum, decayFollowsLr && peakLr > 0 ? scheduled / peakLr : 1.0});
-        BIGBATCH_CHECK(stepped.applied, Error,
-                       "a gradient is not finite at epoch {} step {} (squared norm {}); the weights "
-                       "were left unchanged. Lower optim.lr or raise schedule.warmup_epochs",
-                       epoch, s + 1, stepped.gradNormSq);
+        if (!stepped.applied) {
+          // Every rank is here (the gradients are the same everywhere).
+          const double source = ddp.allreduceMax({poisoned ? rank + 1.0 : 0.0})[0];
+          const std::string where =
+              source > 0 ? fmt::format("rank {}'s loss was not finite", static_cast<int>(source) - 1)
+                         : fmt::format("first in '{}'", firstNonFiniteGradient(*model));
+          if (!skipNonFinite) {
+            BIGBATCH_THROW(Error,
+                           "non-finite gradient at epoch {} step {} (global step {}; {}); the "
+                           "weights were left unchanged. Lower optim.lr, raise "
+                           "schedule.warmup_epochs, or set train.nonfinite = skip",
+                           epoch, s + 1, step + 1, where);
+          }
+          ++skipped;
+          log().warn("skipped step {} (epoch {}): non-finite gradient ({})", step + 1, epoch, where);
+        }
         optimizerS += secondsSince(t4);
         if (tracing) {
           timeline->record("comm_wait", Timeline::kComputeThread, tWait, t4);
@@ -472,6 +750,9 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
         }
         // Rank 0's view: its own loss, every rank's images (same shard sizes).
         progress.update(s + 1, static_cast<int64_t>(seen) * worldSize, lossSum / std::max(seen, 1.0));
+        if (everySteps > 0 && step % everySteps == 0 && s + 1 < plan.steps) {
+          saveCheckpoint(epoch, s + 1, lossSum, correct, seen, elapsedBefore + secondsSince(runStart));
+        }
       }
       progress.finishEpoch();
       const double epochTrainS = secondsSince(epochStart);
@@ -508,7 +789,7 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
 
       const double trainLoss = totals[0] / totals[2];
       const double trainAcc = totals[1] / totals[2];
-      const double elapsed = secondsSince(runStart);
+      const double elapsed = elapsedBefore + secondsSince(runStart);
       const double imgS = totals[2] / waitMax[1];
       if (epoch == 1) result.firstLoss = trainLoss;
       result.lastLoss = trainLoss;
@@ -520,7 +801,8 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
                       f4(trainAcc), evalNow ? f4(testAcc) : "", f4(epochTrainS),
                       fmt::format("{:.1f}", imgS), f4(elapsed), f4(dataS), f4(forwardS),
                       f4(backwardS), f4(commS), f4(waitMin[0]), f4(waitMax[0]), f4(optimizerS),
-                      f4(evalS), std::to_string(epochBatch), f6(momentum)});
+                      f4(evalS), std::to_string(epochBatch), f6(momentum),
+                      std::to_string(skipped)});
       }
       if (!quiet) {
         fmt::print("epoch {:>3}/{}  loss {:.4f}  train {:6.2f}%  test {}  lr {:.4g}  {:7.0f} img/s  "
@@ -530,11 +812,16 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
                    imgS, waitMin[0], waitMax[0], elapsed);
         std::fflush(stdout);
       }
+      bool stop = false;
       if (evalNow && testAcc >= target && !result.reachedTarget) {
         result.reachedTarget = true;
-        result.timeToTargetS = secondsSince(runStart);
-        if (c.getBool("train.stop_at_target")) break;
+        result.timeToTargetS = elapsedBefore + secondsSince(runStart);
+        stop = c.getBool("train.stop_at_target");
       }
+      if (stop || epoch == epochs || (everyEpochs > 0 && epoch % everyEpochs == 0)) {
+        saveCheckpoint(epoch + 1, 0, 0, 0, 0, elapsed);
+      }
+      if (stop) break;
     }
 
   } catch (const std::exception& e) {
@@ -553,7 +840,7 @@ TrainResult train(const Config& c, const TrainOptions& o, TrainingJob job) {
     }
   }
 
-  result.trainTimeS = secondsSince(runStart);
+  result.trainTimeS = elapsedBefore + secondsSince(runStart);
   result.throughputImgS = trainSeconds > 0 ? static_cast<double>(trainImages) / trainSeconds : 0;
   BIGBATCH_MLLOG_END(ml, mlkey::kRunStop,
                      {{"status", result.reachedTarget ? "success" : "aborted"}});

@@ -55,6 +55,9 @@ class Config {
   std::vector<int64_t> getIntList(const std::string& key) const;
   std::vector<double> getFloatList(const std::string& key) const;
 
+  // Any key's value as formatConfigValue prints it (for comparisons and messages).
+  std::string valueText(const std::string& key) const;
+
   // True when the value was given by a file or override rather than defaulted.
   bool isSet(const std::string& key) const;
 

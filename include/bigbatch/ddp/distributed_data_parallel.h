@@ -34,6 +34,7 @@
 #include "bigbatch/comm/communicator.h"
 #include "bigbatch/ddp/bucket_layout.h"
 #include "bigbatch/ddp/comm_thread.h"
+#include "bigbatch/ddp/stall_watchdog.h"
 
 namespace bigbatch {
 
@@ -54,6 +55,9 @@ struct DdpOptions {
   std::function<void(size_t bucket, size_t bytes, std::chrono::steady_clock::time_point start,
                      std::chrono::steady_clock::time_point end, bool onComputeThread)>
       onExchange;
+  // Marks every exchange so a stall (a peer that stopped answering inside a
+  // call without a deadline) is caught; null: no watchdog.
+  StallWatchdog* watchdog = nullptr;
 };
 
 class DistributedDataParallel {
@@ -97,6 +101,7 @@ class DistributedDataParallel {
  private:
   void launchReadyBuckets();
   void launch(size_t bucket);
+  void runWatched(const char* operation, const std::function<void()>& task);
   // On whichever thread holds the communicator.
   void reduceBucket(size_t bucket, bool onComputeThread);
 

@@ -15,7 +15,10 @@ class RunDir {
  public:
   // Creates `path` (and parents). Refuses a directory that already holds a
   // run (summary.json or mlperf.log) unless `overwrite`, so nothing is lost.
-  RunDir(std::string path, bool overwrite);
+  // With resumeEpoch > 0 (a resumed run) the directory is reused: rows of
+  // metrics.csv from epoch resumeEpoch on are dropped (they will be
+  // recomputed), the earlier mlperf.log is kept as mlperf.log.<n>.
+  RunDir(std::string path, bool overwrite, int64_t resumeEpoch = 0);
 
   const std::string& path() const { return path_; }
   std::string file(const std::string& name) const;

@@ -46,6 +46,9 @@ struct TrainOptions {
   // torch.save(model.state_dict())) to start from instead of the seed's
   // initialisation; names and shapes must match the model.
   std::string initFrom;
+  // Continue from a checkpoint: "auto" (this run's newest, or a fresh start
+  // when there is none) or a checkpoint file or directory (resume.h).
+  std::string resume;
   // Chrome-trace timeline of steps [timelineFirstStep, timelineLastStep]
   // (1-based, across epochs) written by rank 0 to this path; empty: none.
   std::string timelinePath;

@@ -1,0 +1,74 @@
+// Training checkpoints: everything a run needs to continue bit for bit —
+// weights, every rank's BatchNorm buffers and RNG state, optimizer state,
+// the position in the data order (epoch, step inside it), counters, and
+// the resolved config — in one versioned file.
+//
+// Format: torch::pickle_save of a dict (readable by Python's torch.load):
+//   format "bigbatch-checkpoint", version, config (TOML), world_size,
+//   global_batch, epoch, step_in_epoch, global_step, parameters {name: T},
+//   rank_buffers [{name: T} per rank], rank_rng [uint8 T per rank],
+//   optimizer {name: T}, counters {name: float}.
+//
+// Writes are atomic (temporary file, fsync, rename) and CheckpointDir
+// updates its `latest` file only after the checkpoint is complete, so a
+// crash at any moment leaves the previous checkpoint loadable and found.
+//
+// Thread-compatible; the trainer's thread on rank 0 writes, every rank reads.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace bigbatch {
+
+using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
+
+struct Checkpoint {
+  static constexpr int64_t kVersion = 1;
+  std::string config;      // resolved TOML of the run that wrote it
+  int64_t worldSize = 1;
+  int64_t globalBatch = 0;
+  int64_t epoch = 1;       // epoch to continue (1-based)
+  int64_t stepInEpoch = 0; // optimizer steps already done in `epoch`
+  int64_t globalStep = 0;  // optimizer steps done in all
+  NamedTensors parameters;                // identical on every rank
+  std::vector<NamedTensors> rankBuffers;  // per rank (BatchNorm statistics stay per rank)
+  std::vector<torch::Tensor> rankRng;     // per rank: CPU generator state
+  NamedTensors optimizer;
+  std::map<std::string, double> counters;
+};
+
+// Serialised bytes and back. parseCheckpoint throws InvalidArgument naming
+// `origin` and what is wrong (not a checkpoint, another version, a missing
+// or mistyped field) — never crashes on arbitrary bytes.
+std::vector<char> serializeCheckpoint(const Checkpoint& c);
+Checkpoint parseCheckpoint(const std::vector<char>& bytes, const std::string& origin);
+
+void writeCheckpoint(const Checkpoint& c, const std::string& path);  // atomic
+Checkpoint readCheckpoint(const std::string& path);
+
+// A directory of ckpt-<global step>.pt files, a `latest` file naming the
+// newest complete one, and retention of the last `keep`.
+class CheckpointDir {
+ public:
+  CheckpointDir(std::string dir, int keep);
+  // Writes the checkpoint, then `latest`, then removes all but the newest
+  // `keep`. Returns the file written.
+  std::string save(const Checkpoint& c);
+  // The newest loadable checkpoint: the one `latest` names if it reads,
+  // else the newest ckpt-*.pt that does (a crash mid-write leaves only a
+  // .tmp file, which is ignored). nullopt when there is none.
+  std::optional<std::string> latest() const;
+  const std::string& dir() const { return dir_; }
+
+ private:
+  std::string dir_;
+  int keep_;
+};
+
+}  // namespace bigbatch

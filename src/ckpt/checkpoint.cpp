@@ -1,0 +1,268 @@
+#include "bigbatch/ckpt/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+
+#include "bigbatch/common/error.h"
+
+namespace bigbatch {
+namespace fs = std::filesystem;
+namespace {
+
+constexpr const char* kFormat = "bigbatch-checkpoint";
+
+c10::Dict<std::string, at::Tensor> toDict(const NamedTensors& tensors) {
+  c10::Dict<std::string, at::Tensor> d;
+  for (const auto& [name, t] : tensors) d.insert(name, t.detach().contiguous().cpu().clone());
+  return d;
+}
+
+// Field access that names the field and the file on any mismatch.
+class Reader {
+ public:
+  Reader(const c10::impl::GenericDict& d, const std::string& origin) : d_(d), origin_(origin) {}
+
+  const c10::IValue& field(const std::string& key) const {
+    auto it = d_.find(key);
+    BIGBATCH_CHECK(it != d_.end(), InvalidArgument,
+                   "'{}' is not a complete bigbatch checkpoint: field '{}' is missing", origin_, key);
+    return it->value();
+  }
+  int64_t integer(const std::string& key) const {
+    const auto& v = field(key);
+    BIGBATCH_CHECK(v.isInt(), InvalidArgument, "'{}': checkpoint field '{}' is a {}, not an integer",
+                   origin_, key, v.tagKind());
+    return v.toInt();
+  }
+  std::string string(const std::string& key) const {
+    const auto& v = field(key);
+    BIGBATCH_CHECK(v.isString(), InvalidArgument, "'{}': checkpoint field '{}' is a {}, not a string",
+                   origin_, key, v.tagKind());
+    return v.toStringRef();
+  }
+  NamedTensors tensors(const c10::IValue& v, const std::string& what) const {
+    BIGBATCH_CHECK(v.isGenericDict(), InvalidArgument,
+                   "'{}': checkpoint field '{}' is a {}, not a dict of tensors", origin_, what,
+                   v.tagKind());
+    NamedTensors out;
+    for (const auto& e : v.toGenericDict()) {
+      BIGBATCH_CHECK(e.key().isString() && e.value().isTensor(), InvalidArgument,
+                     "'{}': checkpoint field '{}' has an entry that is not name -> tensor", origin_,
+                     what);
+      out.emplace_back(e.key().toStringRef(), e.value().toTensor());
+    }
+    return out;
+  }
+  std::vector<c10::IValue> list(const std::string& key) const {
+    const auto& v = field(key);
+    BIGBATCH_CHECK(v.isList(), InvalidArgument, "'{}': checkpoint field '{}' is a {}, not a list",
+                   origin_, key, v.tagKind());
+    return v.toListRef().vec();
+  }
+
+ private:
+  const c10::impl::GenericDict& d_;
+  const std::string& origin_;
+};
+
+void writeFileAtomically(const std::string& path, const char* data, size_t size) {
+  const std::string tmp = path + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  BIGBATCH_CHECK(fd >= 0, IoError, "cannot write '{}': {}", tmp, std::strerror(errno));
+  size_t done = 0;
+  while (done < size) {
+    const ssize_t n = ::write(fd, data + done, size - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      BIGBATCH_THROW(IoError, "writing '{}' failed: {} (disk full?)", tmp, std::strerror(err));
+    }
+    done += static_cast<size_t>(n);
+  }
+  const bool synced = ::fsync(fd) == 0;
+  ::close(fd);
+  BIGBATCH_CHECK(synced, IoError, "fsync of '{}' failed: {}", tmp, std::strerror(errno));
+  BIGBATCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, IoError,
+                 "cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
+  // The rename itself is durable only once the directory is synced.
+  const std::string parent = fs::path(path).parent_path().empty()
+                                 ? std::string(".")
+                                 : fs::path(path).parent_path().string();
+  const int dfd = ::open(parent.c_str(), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+std::vector<char> readFile(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  BIGBATCH_CHECK(in.good(), IoError, "cannot open checkpoint '{}': {}", path, std::strerror(errno));
+  return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+}  // namespace
+
+std::vector<char> serializeCheckpoint(const Checkpoint& c) {
+  c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
+  d.insert("format", std::string(kFormat));
+  d.insert("version", Checkpoint::kVersion);
+  d.insert("config", c.config);
+  d.insert("world_size", c.worldSize);
+  d.insert("global_batch", c.globalBatch);
+  d.insert("epoch", c.epoch);
+  d.insert("step_in_epoch", c.stepInEpoch);
+  d.insert("global_step", c.globalStep);
+  d.insert("parameters", toDict(c.parameters));
+  c10::List<c10::Dict<std::string, at::Tensor>> buffers;
+  for (const auto& b : c.rankBuffers) buffers.push_back(toDict(b));
+  d.insert("rank_buffers", buffers);
+  c10::List<at::Tensor> rng;
+  for (const auto& t : c.rankRng) rng.push_back(t.contiguous().cpu().clone());
+  d.insert("rank_rng", rng);
+  d.insert("optimizer", toDict(c.optimizer));
+  c10::Dict<std::string, double> counters;
+  for (const auto& [k, v] : c.counters) counters.insert(k, v);
+  d.insert("counters", counters);
+  return torch::pickle_save(c10::IValue(d));
+}
+
+Checkpoint parseCheckpoint(const std::vector<char>& bytes, const std::string& origin) {
+  c10::IValue value;
+  try {
+    value = torch::pickle_load(bytes);
+  } catch (const std::exception& e) {
+    BIGBATCH_THROW(InvalidArgument, "'{}' is not a bigbatch checkpoint (unreadable: {})", origin,
+                   std::string(e.what()).substr(0, 200));
+  }
+  BIGBATCH_CHECK(value.isGenericDict(), InvalidArgument,
+                 "'{}' is not a bigbatch checkpoint (it holds a {}, not a dict)", origin,
+                 value.tagKind());
+  const auto d = value.toGenericDict();
+  for (const auto& e : d) {
+    BIGBATCH_CHECK(e.key().isString(), InvalidArgument,
+                   "'{}' is not a bigbatch checkpoint (a key is a {})", origin, e.key().tagKind());
+  }
+  Reader r(d, origin);
+  const auto format = d.find("format");
+  BIGBATCH_CHECK(format != d.end() && format->value().isString() &&
+                     format->value().toStringRef() == kFormat,
+                 InvalidArgument,
+                 "'{}' is not a bigbatch checkpoint (no format '{}'; a weights-only file goes to "
+                 "--init-from instead)",
+                 origin, kFormat);
+  const int64_t version = r.integer("version");
+  BIGBATCH_CHECK(version == Checkpoint::kVersion, InvalidArgument,
+                 "'{}' is a version {} checkpoint; this bigbatch reads version {}", origin, version,
+                 Checkpoint::kVersion);
+  Checkpoint c;
+  c.config = r.string("config");
+  c.worldSize = r.integer("world_size");
+  c.globalBatch = r.integer("global_batch");
+  c.epoch = r.integer("epoch");
+  c.stepInEpoch = r.integer("step_in_epoch");
+  c.globalStep = r.integer("global_step");
+  BIGBATCH_CHECK(c.worldSize >= 1 && c.globalBatch >= 1 && c.epoch >= 1 && c.stepInEpoch >= 0 &&
+                     c.globalStep >= 0,
+                 InvalidArgument,
+                 "'{}': checkpoint counters are out of range (world_size {}, global_batch {}, "
+                 "epoch {}, step_in_epoch {}, global_step {})",
+                 origin, c.worldSize, c.globalBatch, c.epoch, c.stepInEpoch, c.globalStep);
+  c.parameters = r.tensors(r.field("parameters"), "parameters");
+  for (const auto& b : r.list("rank_buffers")) c.rankBuffers.push_back(r.tensors(b, "rank_buffers"));
+  for (const auto& t : r.list("rank_rng")) {
+    BIGBATCH_CHECK(t.isTensor() && t.toTensor().scalar_type() == torch::kUInt8, InvalidArgument,
+                   "'{}': checkpoint field 'rank_rng' holds a non-byte entry", origin);
+    c.rankRng.push_back(t.toTensor());
+  }
+  BIGBATCH_CHECK(static_cast<int64_t>(c.rankBuffers.size()) == c.worldSize &&
+                     static_cast<int64_t>(c.rankRng.size()) == c.worldSize,
+                 InvalidArgument,
+                 "'{}': checkpoint of {} ranks holds buffers of {} and RNG states of {} ranks",
+                 origin, c.worldSize, c.rankBuffers.size(), c.rankRng.size());
+  c.optimizer = r.tensors(r.field("optimizer"), "optimizer");
+  const auto& counters = r.field("counters");
+  BIGBATCH_CHECK(counters.isGenericDict(), InvalidArgument,
+                 "'{}': checkpoint field 'counters' is a {}, not a dict", origin, counters.tagKind());
+  for (const auto& e : counters.toGenericDict()) {
+    BIGBATCH_CHECK(e.key().isString() && e.value().isDouble(), InvalidArgument,
+                   "'{}': checkpoint field 'counters' has an entry that is not name -> float",
+                   origin);
+    c.counters[e.key().toStringRef()] = e.value().toDouble();
+  }
+  return c;
+}
+
+void writeCheckpoint(const Checkpoint& c, const std::string& path) {
+  const std::vector<char> bytes = serializeCheckpoint(c);
+  writeFileAtomically(path, bytes.data(), bytes.size());
+}
+
+Checkpoint readCheckpoint(const std::string& path) { return parseCheckpoint(readFile(path), path); }
+
+CheckpointDir::CheckpointDir(std::string dir, int keep) : dir_(std::move(dir)), keep_(keep) {
+  BIGBATCH_CHECK(keep_ >= 1, InvalidArgument, "ckpt.keep = {} must be at least 1", keep_);
+}
+
+namespace {
+// ckpt-<step>.pt files in `dir`, oldest first.
+std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string& dir) {
+  std::vector<std::pair<int64_t, std::string>> out;
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("ckpt-", 0) != 0 || e.path().extension() != ".pt") continue;
+    const std::string digits = name.substr(5, name.size() - 8);
+    if (digits.empty() || !std::all_of(digits.begin(), digits.end(), ::isdigit)) continue;
+    out.emplace_back(std::stoll(digits), e.path().string());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+}  // namespace
+
+std::string CheckpointDir::save(const Checkpoint& c) {
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  BIGBATCH_CHECK(!ec, IoError, "cannot create checkpoint directory '{}': {}", dir_, ec.message());
+  const std::string name = fmt::format("ckpt-{:09d}.pt", c.globalStep);
+  const std::string path = (fs::path(dir_) / name).string();
+  writeCheckpoint(c, path);
+  const std::string latest = name + "\n";
+  writeFileAtomically((fs::path(dir_) / "latest").string(), latest.data(), latest.size());
+  auto all = listCheckpoints(dir_);
+  for (size_t i = 0; i + keep_ < all.size(); ++i) fs::remove(all[i].second, ec);
+  return path;
+}
+
+std::optional<std::string> CheckpointDir::latest() const {
+  auto loads = [](const std::string& path) {
+    try {
+      readCheckpoint(path);
+      return true;
+    } catch (const Error&) {
+      return false;
+    }
+  };
+  std::ifstream in((fs::path(dir_) / "latest").string());
+  std::string name;
+  if (in >> name) {
+    const std::string path = (fs::path(dir_) / name).string();
+    if (name.find('/') == std::string::npos && fs::exists(path) && loads(path)) return path;
+  }
+  auto all = listCheckpoints(dir_);
+  for (auto it = all.rbegin(); it != all.rend(); ++it) {
+    if (loads(it->second)) return it->second;
+  }
+  return std::nullopt;
+}
+
+}  // namespace bigbatch

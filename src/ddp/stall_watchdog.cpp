@@ -1,0 +1,54 @@
+#include "bigbatch/ddp/stall_watchdog.h"
+
+namespace bigbatch {
+namespace {
+int64_t nowNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+StallWatchdog::StallWatchdog(std::chrono::milliseconds limit,
+                             std::function<void(const std::string&, double)> onStall)
+    : limit_(limit), onStall_(std::move(onStall)), thread_([this] { watch(); }) {}
+
+StallWatchdog::~StallWatchdog() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+void StallWatchdog::watch() {
+  const auto tick = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(200), limit_);
+  std::unique_lock<std::mutex> lock(mutex_);
+  while (!cv_.wait_for(lock, tick, [&] { return stop_; })) {
+    for (int s = 0; s < kSlots; ++s) {
+      const int64_t start = startNs_[s].load();
+      if (start == 0) continue;
+      const double stuck = static_cast<double>(nowNs() - start) * 1e-9;
+      if (stuck * 1e3 > static_cast<double>(limit_.count())) {
+        const char* op = operation_[s].load();
+        lock.unlock();
+        onStall_(op ? op : "a collective", stuck);
+        return;  // once
+      }
+    }
+  }
+}
+
+StallWatchdog::Scope::Scope(StallWatchdog* w, Slot slot, const char* operation)
+    : w_(w), slot_(slot) {
+  if (!w_) return;
+  w_->operation_[slot_].store(operation);
+  w_->startNs_[slot_].store(nowNs());
+}
+
+StallWatchdog::Scope::~Scope() {
+  if (w_) w_->startNs_[slot_].store(0);
+}
+
+}  // namespace bigbatch

@@ -1,0 +1,193 @@
+// Checkpoints and resume: a run stopped by a fault and resumed from its
+// latest checkpoint continues bit for bit (the same loss at every step, the
+// same final weights) — from a checkpoint at an epoch end and from one in
+// the middle of an epoch; a crash mid-write leaves the previous checkpoint
+// found; a checkpoint of another model or seed is refused naming the key.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <unistd.h>
+
+#include "bigbatch/ckpt/checkpoint.h"
+#include "bigbatch/ckpt/state_dict.h"
+#include "bigbatch/common/error.h"
+#include "bigbatch/train/config_schema.h"
+#include "bigbatch/train/trainer.h"
+
+namespace bigbatch {
+namespace fs = std::filesystem;
+namespace {
+
+Config smallRun() {
+  Config c = defaultTrainingConfig();
+  c.set("data.train_samples=2048");
+  c.set("data.eval_samples=500");
+  c.set("train.epochs=3");
+  c.set("train.batch_size=256");  // 8 steps per epoch
+  c.set("train.stop_at_target=false");
+  c.set("run.threads=2");
+  c.set("optim.name=lars");  // momentum state that must be restored
+  c.set("optim.lr=8.0");
+  c.set("schedule.warmup_epochs=1");
+  c.set("ckpt.every_steps=5");
+  return c;
+}
+
+struct RunRecord {
+  std::map<int64_t, double> losses;  // step -> loss
+  TrainResult result;
+  std::string error;
+};
+
+RunRecord runTraining(const Config& c, const std::string& dir, const std::string& resume = "") {
+  RunRecord r;
+  TrainOptions o;
+  o.runDir = dir;
+  o.overwrite = resume.empty();
+  o.resume = resume;
+  o.verbosity = Verbosity::kQuiet;
+  o.onStep = [&](const StepRecord& s) { r.losses[s.step] = s.loss; };
+  try {
+    r.result = train(c, o);
+  } catch (const Error& e) {
+    r.error = e.what();
+  }
+  return r;
+}
+
+std::string tempDir(const std::string& name) {
+  return ::testing::TempDir() + "/" + name + "_" + std::to_string(::getpid());
+}
+
+void expectSameWeights(const std::string& a, const std::string& b) {
+  const auto x = readStateDict(a), y = readStateDict(b);
+  ASSERT_EQ(x.size(), y.size());
+  for (const auto& e : x) {
+    ASSERT_TRUE(y.contains(e.key())) << e.key();
+    EXPECT_TRUE(torch::equal(e.value(), y.at(e.key()))) << e.key();
+  }
+}
+
+class Resume : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    reference_ = new RunRecord(runTraining(smallRun(), tempDir("reference")));
+    ASSERT_TRUE(reference_->error.empty()) << reference_->error;
+    ASSERT_EQ(reference_->losses.size(), 24u);
+  }
+  static void TearDownTestSuite() {
+    fs::remove_all(tempDir("reference"));
+    delete reference_;
+  }
+
+  // Stops the run with an injected fault at `faultStep`, resumes it, and
+  // checks the continuation against the uninterrupted reference.
+  void stopAndResume(int64_t faultStep, int64_t expectedResumeStep, const std::string& name) {
+    const std::string dir = tempDir(name);
+    fs::remove_all(dir);
+    Config faulty = smallRun();
+    faulty.set("fault.kind=throw");
+    faulty.set(fmt::format("fault.step={}", faultStep));
+    RunRecord first = runTraining(faulty, dir);
+    EXPECT_NE(first.error.find("injected fault"), std::string::npos) << first.error;
+    ASSERT_EQ(first.losses.size(), static_cast<size_t>(faultStep - 1));
+
+    const auto latest = CheckpointDir(dir + "/checkpoints", 2).latest();
+    ASSERT_TRUE(latest.has_value());
+    EXPECT_EQ(readCheckpoint(*latest).globalStep, expectedResumeStep);
+
+    RunRecord second = runTraining(smallRun(), dir, "auto");
+    ASSERT_TRUE(second.error.empty()) << second.error;
+    ASSERT_EQ(second.losses.begin()->first, expectedResumeStep + 1);
+    ASSERT_EQ(second.losses.rbegin()->first, 24);
+    for (const auto& [step, loss] : second.losses) {
+      EXPECT_EQ(loss, reference_->losses.at(step)) << "step " << step;  // bit-exact
+    }
+    for (int64_t s = 1; s < faultStep; ++s) EXPECT_EQ(first.losses.at(s), reference_->losses.at(s));
+    EXPECT_EQ(second.result.finalAccuracy, reference_->result.finalAccuracy);
+    EXPECT_EQ(second.result.steps, 24);
+    expectSameWeights(dir + "/model.pt", tempDir("reference") + "/model.pt");
+    // metrics.csv has one row per epoch, the resumed ones included.
+    std::ifstream in(dir + "/metrics.csv");
+    int lines = 0;
+    for (std::string l; std::getline(in, l);) ++lines;
+    EXPECT_EQ(lines, 1 + 3);
+    fs::remove_all(dir);
+  }
+
+  static inline RunRecord* reference_ = nullptr;
+};
+
+TEST_F(Resume, FromEpochEndIsBitExact) { stopAndResume(/*fault*/ 9, /*latest*/ 8, "resume_epoch"); }
+
+TEST_F(Resume, FromMidEpochIsBitExact) { stopAndResume(/*fault*/ 14, /*latest*/ 10, "resume_mid"); }
+
+TEST_F(Resume, CrashDuringWriteLeavesPreviousCheckpointFound) {
+  const std::string dir = tempDir("crash_write");
+  fs::remove_all(dir);
+  Config c = smallRun();
+  c.set("train.epochs=1");
+  ASSERT_TRUE(runTraining(c, dir).error.empty());
+  const std::string ckpts = dir + "/checkpoints";
+  const auto good = CheckpointDir(ckpts, 2).latest();
+  ASSERT_TRUE(good.has_value());
+  // A writer killed mid-write leaves a partial temporary file, and a torn
+  // newer file (as if the rename had happened before the data hit disk).
+  std::ofstream(ckpts + "/ckpt-000000099.pt.tmp") << "partial";
+  std::ofstream(ckpts + "/ckpt-000000100.pt") << "torn";
+  std::ofstream(ckpts + "/latest") << "ckpt-000000100.pt\n";
+  EXPECT_EQ(CheckpointDir(ckpts, 2).latest(), good);
+  fs::remove_all(dir);
+}
+
+TEST_F(Resume, RefusesAnotherModelOrSeedNamingTheKey) {
+  const std::string dir = tempDir("foreign");
+  fs::remove_all(dir);
+  Config c = smallRun();
+  c.set("train.epochs=1");
+  ASSERT_TRUE(runTraining(c, dir).error.empty());
+  Config other = smallRun();
+  other.set("model.widths=[8, 16, 32]");
+  RunRecord r = runTraining(other, dir, "auto");
+  EXPECT_NE(r.error.find("model.widths"), std::string::npos) << r.error;
+  Config seed = smallRun();
+  seed.set("run.seed=2");
+  r = runTraining(seed, dir, "auto");
+  EXPECT_NE(r.error.find("run.seed"), std::string::npos) << r.error;
+  // A weights-only file is not a checkpoint.
+  r = runTraining(smallRun(), dir, dir + "/model.pt");
+  EXPECT_NE(r.error.find("not a bigbatch checkpoint"), std::string::npos) << r.error;
+  fs::remove_all(dir);
+}
+
+TEST(Checkpoint, ParseRejectsGarbageWithoutCrashing) {
+  for (const std::string bytes : {std::string(""), std::string("PK\x03\x04garbage"),
+                                  std::string(1000, '\0'), std::string("\x80\x02}q\x00.")}) {
+    EXPECT_THROW(parseCheckpoint(std::vector<char>(bytes.begin(), bytes.end()), "fuzz"),
+                 InvalidArgument);
+  }
+}
+
+TEST(Checkpoint, KeepsTheNewest) {
+  const std::string dir = tempDir("keep");
+  fs::remove_all(dir);
+  CheckpointDir d(dir, 2);
+  Checkpoint k;
+  k.globalBatch = 4;
+  k.rankBuffers.resize(1);
+  k.rankRng.push_back(torch::zeros({4}, torch::kUInt8));
+  for (int64_t s : {3, 7, 12}) {
+    k.globalStep = s;
+    d.save(k);
+  }
+  EXPECT_FALSE(fs::exists(dir + "/ckpt-000000003.pt"));
+  EXPECT_TRUE(fs::exists(dir + "/ckpt-000000007.pt"));
+  EXPECT_EQ(d.latest(), dir + "/ckpt-000000012.pt");
+  EXPECT_EQ(readCheckpoint(*d.latest()).globalStep, 12);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace bigbatch
