@@ -4,7 +4,7 @@
 //                  [--init-from FILE.pt] [--resume auto|PATH] [--timeline FILE.json]
 //                  [--timeline-steps A-B]
 //   bigbatch keys [--markdown]
-//   bigbatch export RUN_DIR|WEIGHTS.pt OUT.pt
+//   bigbatch export RUN_DIR|WEIGHTS.pt|CHECKPOINT OUT.pt
 //   bigbatch plot RUN_DIR... [-o DIR]
 //   bigbatch bench allreduce [--min-bytes B] [--max-bytes B] [--algorithms LIST] [--json] ...
 //   bigbatch bench optim [--models LIST] [--optimizers LIST] [--iterations N] [--json]
@@ -20,6 +20,7 @@
 
 #include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/comm/mpi_communicator.h"
+#include "bigbatch/ckpt/checkpoint.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/timeline.h"
@@ -137,7 +138,9 @@ int main(int argc, char** argv) {
   auto* exportCmd = app.add_subcommand(
       "export", "write a run's trained weights as a PyTorch state dict (torch.load reads it)");
   std::string exportSource, exportTarget;
-  exportCmd->add_option("source", exportSource, "a run directory (its model.pt) or a .pt file")
+  exportCmd->add_option("source", exportSource,
+                        "a run directory (its model.pt), a weights .pt file, or a checkpoint "
+                        "(its weights and rank 0's BatchNorm statistics)")
       ->required()
       ->check(CLI::ExistingPath);
   exportCmd->add_option("output", exportTarget, "the .pt file to write")->required();
@@ -224,10 +227,20 @@ int main(int argc, char** argv) {
                        "completed run writes its weights)",
                        exportSource);
       }
-      const auto dict = bigbatch::readStateDict(source);
+      c10::Dict<std::string, at::Tensor> dict;
+      std::string what = "weights";
+      try {
+        // A training checkpoint: its weights and rank 0's BatchNorm statistics.
+        const bigbatch::Checkpoint k = bigbatch::readCheckpoint(source);
+        for (const auto& [name, t] : k.parameters) dict.insert(name, t);
+        for (const auto& [name, t] : k.rankBuffers.at(0)) dict.insert(name, t);
+        what = fmt::format("checkpoint weights (step {})", k.globalStep);
+      } catch (const bigbatch::InvalidArgument&) {
+        dict = bigbatch::readStateDict(source);
+      }
       bigbatch::writeStateDict(dict, exportTarget);
-      std::printf("wrote %zu tensors to %s (Python: torch.load(\"%s\"))\n", dict.size(),
-                  exportTarget.c_str(), exportTarget.c_str());
+      std::printf("wrote %zu tensors of %s to %s (Python: torch.load(\"%s\"))\n", dict.size(),
+                  what.c_str(), exportTarget.c_str(), exportTarget.c_str());
       return 0;
     }
     if (*benchAllreduce) {

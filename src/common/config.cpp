@@ -169,12 +169,16 @@ const ConfigField& Config::field(const std::string& key, const std::string& orig
   std::string best;
   size_t bestDistance = 4;  // suggest only near misses
   for (const auto& f : schema_) {
+    // The distance is at least the length difference: skip hopeless keys
+    // (a long garbage key would otherwise cost O(length) per schema entry).
+    const size_t gap = key.size() > f.key.size() ? key.size() - f.key.size() : f.key.size() - key.size();
+    if (gap >= bestDistance) continue;
     size_t d = editDistance(key, f.key);
     if (d < bestDistance) bestDistance = d, best = f.key;
   }
   std::string hint = best.empty() ? "" : fmt::format("did you mean '{}'? ", best);
   BIGBATCH_THROW(InvalidArgument, "{}: unknown config key '{}'; {}(`bigbatch keys` lists every key)",
-                 origin, key, hint);
+                 origin, key.size() > 100 ? key.substr(0, 100) + "..." : key, hint);
 }
 
 void Config::mergeToml(const std::string& tomlText, const std::string& origin) {

@@ -18,7 +18,10 @@ std::string readMaybeGzip(const std::string& path) {
   }
   std::stringstream ss;
   ss << in.rdbuf();
-  std::string raw = ss.str();
+  return gunzipIfNeeded(ss.str(), path);
+}
+
+std::string gunzipIfNeeded(std::string raw, const std::string& path) {
   if (raw.size() < 2 || static_cast<uint8_t>(raw[0]) != 0x1f ||
       static_cast<uint8_t>(raw[1]) != 0x8b) {
     return raw;
@@ -50,7 +53,10 @@ std::string readMaybeGzip(const std::string& path) {
 }
 
 torch::Tensor readIdx(const std::string& path, int expectedRank) {
-  const std::string bytes = readMaybeGzip(path);
+  return parseIdx(readMaybeGzip(path), path, expectedRank);
+}
+
+torch::Tensor parseIdx(const std::string& bytes, const std::string& path, int expectedRank) {
   auto u8 = [&](size_t i) { return static_cast<uint8_t>(bytes[i]); };
   if (bytes.size() < 4 || u8(0) != 0 || u8(1) != 0) {
     BIGBATCH_THROW(IoError, "'{}' is not an IDX file: bad magic (expected 00 00 08 <rank>)", path);
@@ -80,6 +86,12 @@ torch::Tensor readIdx(const std::string& path, int expectedRank) {
     }
     shape.push_back(dim);
     count *= dim;
+    // Stop before the product can overflow: no file holds more values
+    // than it has bytes.
+    if (count > bytes.size()) {
+      BIGBATCH_THROW(IoError, "'{}' is truncated: its header promises more values than the "
+                     "file's {} bytes hold", path, bytes.size());
+    }
   }
   if (bytes.size() - header != count) {
     BIGBATCH_THROW(IoError, "'{}' is {}: header promises {} values, file holds {}", path,

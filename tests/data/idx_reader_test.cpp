@@ -112,5 +112,20 @@ TEST(FashionMnist, LoadsTheDebianPackage) {
   EXPECT_EQ(torch::bincount(test.labels).eq(1000).all().item<bool>(), true);
 }
 
+// Four dimensions of 2^28 multiply past 64 bits; the reader must call the
+// file truncated, not wrap around and allocate (seen while writing the IDX
+// fuzz target).
+TEST(Idx, HugeDimensionsAreTruncationNotOverflow) {
+  std::string bytes("\x00\x00\x08\x04", 4);
+  for (int d = 0; d < 4; ++d) bytes += std::string("\x10\x00\x00\x00", 4);
+  bytes += "abcd";
+  try {
+    parseIdx(bytes, "huge.idx");
+    FAIL() << "parsed";
+  } catch (const IoError& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace bigbatch

@@ -20,4 +20,9 @@ torch::Tensor readIdx(const std::string& path, int expectedRank = 0);
 // magic bytes 1f 8b.
 std::string readMaybeGzip(const std::string& path);
 
+// The in-memory halves of the two above (for tests and fuzzing); `origin`
+// names the data in errors.
+std::string gunzipIfNeeded(std::string bytes, const std::string& origin);
+torch::Tensor parseIdx(const std::string& bytes, const std::string& origin, int expectedRank = 0);
+
 }  // namespace bigbatch
