@@ -5,7 +5,7 @@
 //                  [--timeline-steps A-B]
 //   bigbatch keys [--markdown]
 //   bigbatch export RUN_DIR|WEIGHTS.pt|CHECKPOINT OUT.pt
-//   bigbatch plot RUN_DIR... [-o DIR]
+//   bigbatch plot RUN_DIR|SCALING.csv... [-o DIR]
 //   bigbatch bench allreduce [--min-bytes B] [--max-bytes B] [--algorithms LIST] [--json] ...
 //   bigbatch bench optim [--models LIST] [--optimizers LIST] [--iterations N] [--json]
 //
@@ -149,9 +149,11 @@ int main(int argc, char** argv) {
       "plot", "PNG charts of runs: accuracy, loss, learning rate, img/s (gnuplot)");
   std::vector<std::string> plotRunsArg;
   std::string plotOut = "plots";
-  plotCmd->add_option("runs", plotRunsArg, "run directories (several runs share each chart)")
+  plotCmd->add_option("runs", plotRunsArg,
+                      "run directories (several runs share each chart), and/or a scaling "
+                      "benchmark's CSV (bench/scaling.sh) for scaling.png")
       ->required()
-      ->check(CLI::ExistingDirectory);
+      ->check(CLI::ExistingPath);
   plotCmd->add_option("-o,--out", plotOut, "directory for the PNG files")->capture_default_str();
 
   auto* bench = app.add_subcommand("bench", "benchmarks (run multi-rank ones under mpirun)");
@@ -215,7 +217,17 @@ int main(int argc, char** argv) {
                       resume, timelinePath, timelineSteps, argc, argv);
     }
     if (*plotCmd) {
-      for (const auto& png : bigbatch::plotRuns(plotRunsArg, plotOut)) std::printf("wrote %s\n", png.c_str());
+      std::vector<std::string> runDirs;
+      for (const auto& arg : plotRunsArg) {
+        if (std::filesystem::is_directory(arg)) {
+          runDirs.push_back(arg);
+        } else {
+          std::printf("wrote %s\n", bigbatch::plotScaling(arg, plotOut).c_str());
+        }
+      }
+      if (!runDirs.empty()) {
+        for (const auto& png : bigbatch::plotRuns(runDirs, plotOut)) std::printf("wrote %s\n", png.c_str());
+      }
       return 0;
     }
     if (*exportCmd) {

@@ -4,7 +4,9 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdlib>
+#include <algorithm>
 #include <filesystem>
+#include <limits>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -56,9 +58,12 @@ Run loadRun(const std::string& dir) {
     Config c = defaultTrainingConfig();
     c.mergeFile(configPath.string());
     int64_t world = 0;
+    double peakLr = c.getFloat("optim.lr");
     if (fs::exists(summaryPath)) {
       std::ifstream s(summaryPath);
-      world = nlohmann::json::parse(s).value("world_size", int64_t{0});
+      const auto summary = nlohmann::json::parse(s);
+      world = summary.value("world_size", int64_t{0});
+      peakLr = summary.value("peak_lr", peakLr);  // lr_per_256 recipes
     }
     label += fmt::format(" ({}{} x {}{}, {} lr {:g})", c.getString("model.name"),
                          world ? fmt::format(", {}", world) : std::string(),
@@ -66,7 +71,7 @@ Run loadRun(const std::string& dir) {
                          c.getInt("train.accumulation_steps") > 1
                              ? fmt::format(" x {}", c.getInt("train.accumulation_steps"))
                              : std::string(),
-                         c.getString("optim.name"), c.getFloat("optim.lr"));
+                         c.getString("optim.name"), peakLr);
   }
   run.label = label;
   return run;
@@ -99,14 +104,22 @@ std::vector<std::string> plotRuns(const std::vector<std::string>& runDirs, const
   fs::create_directories(data);
 
   // One whitespace-separated data file per run: epoch step lr train_loss
-  // train_acc test_acc img_s (accuracies in %; "NaN" where not evaluated).
+  // train_acc test_acc img_s global_batch (accuracies in %; "NaN" where not
+  // evaluated, or for a column that a run of an older bigbatch lacks).
   std::vector<Run> runs;
+  std::vector<bool> hasBatch;  // runs of older bigbatch versions lack global_batch
   for (size_t r = 0; r < runDirs.size(); ++r) {
     Run run = loadRun(runDirs[r]);
     const std::vector<std::string> cols = {"epoch", "step", "lr", "train_loss", "train_acc",
-                                           "test_acc", "img_s"};
+                                           "test_acc", "img_s", "global_batch"};
     std::vector<int> idx;
-    for (const auto& c : cols) idx.push_back(column(run, c, runDirs[r]));
+    for (const auto& c : cols) {
+      const bool optional = c == "global_batch";
+      idx.push_back(optional && std::find(run.header.begin(), run.header.end(), c) == run.header.end()
+                        ? std::numeric_limits<int>::max()
+                        : column(run, c, runDirs[r]));
+    }
+    hasBatch.push_back(idx.back() != std::numeric_limits<int>::max());
     std::ofstream out(data / fmt::format("run{}.dat", r));
     for (const auto& row : run.rows) {
       for (size_t k = 0; k < idx.size(); ++k) {
@@ -131,15 +144,21 @@ std::vector<std::string> plotRuns(const std::vector<std::string>& runDirs, const
       {"loss.png", "Training loss", "epoch", "loss", {{4, ""}}, 1},
       {"lr.png", "Learning rate (end of each epoch)", "step", "learning rate", {{3, ""}}, 2},
       {"throughput.png", "Throughput", "epoch", "images / s", {{7, ""}}, 1},
+      {"batch_size.png", "Global batch size (each epoch)", "step", "images per step", {{8, ""}}, 2},
   };
   std::string script = "set terminal pngcairo size 1000,600 noenhanced\nset grid\nset key below\n";
   std::vector<std::string> written;
   for (const auto& chart : charts) {
+    const bool batchChart = chart.file == "batch_size.png";
+    if (batchChart && std::none_of(hasBatch.begin(), hasBatch.end(), [](bool b) { return b; })) {
+      continue;
+    }
     const std::string png = (fs::path(outDir) / chart.file).string();
     script += fmt::format("set output {}\nset title {}\nset xlabel {}\nset ylabel {}\nplot ",
                           quote(png), quote(chart.title), quote(chart.xlabel), quote(chart.ylabel));
     bool first = true;
     for (size_t r = 0; r < runs.size(); ++r) {
+      if (batchChart && !hasBatch[r]) continue;
       for (const auto& [col, suffix] : chart.series) {
         const std::string title = suffix.empty() ? runs[r].label : runs[r].label + " " + suffix;
         script += fmt::format("{}{} using {}:{} with linespoints lc {} dt {} title {}",
@@ -159,6 +178,63 @@ std::vector<std::string> plotRuns(const std::vector<std::string>& runDirs, const
                  (data / "gnuplot.log").string());
   fs::remove_all(data);
   return written;
+}
+
+std::string plotScaling(const std::string& csvPath, const std::string& outDir) {
+  BIGBATCH_CHECK(std::system("command -v gnuplot >/dev/null 2>&1") == 0, IoError,
+                 "gnuplot is not installed; run scripts/setup (apt-get install gnuplot-nox)");
+  std::ifstream in(csvPath);
+  BIGBATCH_CHECK(in.good(), IoError, "cannot read scaling results '{}'", csvPath);
+  std::string line;
+  std::getline(in, line);
+  const auto header = splitCsv(line);
+  auto col = [&](const char* name) {
+    auto it = std::find(header.begin(), header.end(), name);
+    BIGBATCH_CHECK(it != header.end(), InvalidArgument,
+                   "'{}' has no column '{}' (expected bench/scaling.sh output: workers,img_s,...)",
+                   csvPath, name);
+    return static_cast<size_t>(it - header.begin());
+  };
+  const size_t w = col("workers"), t = col("img_s");
+  std::vector<std::pair<double, double>> points;
+  while (std::getline(in, line)) {
+    if (line.empty()) continue;
+    const auto cells = splitCsv(line);
+    BIGBATCH_CHECK(cells.size() > std::max(w, t), InvalidArgument, "'{}': short row '{}'",
+                   csvPath, line);
+    try {
+      points.emplace_back(std::stod(cells[w]), std::stod(cells[t]));
+    } catch (const std::exception&) {
+      BIGBATCH_THROW(InvalidArgument, "'{}': row '{}' is not numeric", csvPath, line);
+    }
+  }
+  BIGBATCH_CHECK(!points.empty(), InvalidArgument, "'{}' holds no results", csvPath);
+  std::sort(points.begin(), points.end());
+  const double perWorker = points.front().second / points.front().first;
+  fs::create_directories(outDir);
+  const fs::path data = fs::path(outDir) / ".plot-data";
+  fs::create_directories(data);
+  {
+    std::ofstream out(data / "scaling.dat");
+    for (const auto& [workers, imgS] : points) {
+      out << workers << " " << imgS << " " << workers * perWorker << "\n";
+    }
+  }
+  const std::string png = (fs::path(outDir) / "scaling.png").string();
+  const std::string dat = quote((data / "scaling.dat").string());
+  std::ofstream(data / "plot.gp") << fmt::format(
+      "set terminal pngcairo size 1000,600 noenhanced\nset grid\nset key below\n"
+      "set output {}\nset title \"Throughput vs workers\"\nset xlabel \"workers\"\n"
+      "set ylabel \"images / s\"\nset xrange [0:*]\nset yrange [0:*]\n"
+      "plot {} using 1:2 with linespoints lw 2 title \"measured\", "
+      "{} using 1:3 with lines dt 2 title \"ideal (linear from the smallest run)\"\n",
+      quote(png), dat, dat);
+  const std::string cmd = fmt::format("gnuplot {} 2>{}", quote((data / "plot.gp").string()),
+                                      quote((data / "gnuplot.log").string()));
+  BIGBATCH_CHECK(std::system(cmd.c_str()) == 0, IoError, "gnuplot failed; see {}",
+                 (data / "gnuplot.log").string());
+  fs::remove_all(data);
+  return png;
 }
 
 }  // namespace bigbatch

@@ -3,18 +3,22 @@
 # fault kind into a 2-worker run (rank 1, step 5, checkpoints every 2 steps,
 # comm.timeout_s = TIMEOUT), each under a hard limit. Per injection: the exit
 # status, whether the output names rank 1, the seconds from the injection
-# message to the job's exit, and whether the newest checkpoint (step 4, so
-# one step lost) loads. Prints one summary row per kind.
+# message to the job's exit, and the newest checkpoint that `latest` names and
+# whether it loads (step 4: one step lost; step 2 when rank 0 was ended while
+# writing step 4's, which the atomic write leaves unseen). Prints one summary
+# row per kind; logs of injections whose output does not name rank 1 are
+# kept in LOGS (default /tmp/fault-campaign-logs).
 #   bench/fault_campaign.sh [RUNS] [TIMEOUT] [KINDS...]   (from the repo root)
 set -u
 runs=${1:-20}; timeout_s=${2:-10}; shift 2 || true
 kinds=("$@"); [ ${#kinds[@]} -gt 0 ] || kinds=(throw abort sigkill hang nan)
+logs=${LOGS:-/tmp/fault-campaign-logs}; mkdir -p "$logs"
 bin=build/apps/bigbatch; config=configs/default.toml
 limit=$((timeout_s * 3 + 60))
 stamp() { while IFS= read -r line; do printf '%s %s\n' "$(date +%s.%N)" "$line"; done; }
-printf "| kind | injections | non-zero exit | hangs (> %s s) | rank 1 named | checkpoint of step 4 loads | detection s (min / median / max) |\n|---|---|---|---|---|---|---|\n" "$limit"
+printf "| kind | injections | non-zero exit | hangs (> %s s) | rank 1 named | newest checkpoint loads (step 4 / step 2) | detection s (min / median / max) |\n|---|---|---|---|---|---|---|\n" "$limit"
 for kind in "${kinds[@]}"; do
-  nonzero=0; hangs=0; named=0; loads=0; times=()
+  nonzero=0; hangs=0; named=0; loads4=0; loads2=0; times=()
   for i in $(seq 1 "$runs"); do
     dir=$(mktemp -d)
     ( timeout -k 5 "$limit" "$bin" train "$config" --workers 2 --run-dir "$dir/run" \
@@ -26,11 +30,18 @@ for kind in "${kinds[@]}"; do
     inject=$(grep -m1 "injecting fault" "$dir/log" | cut -d' ' -f1)
     [ "$rc" != 0 ] && nonzero=$((nonzero + 1))
     [ "$rc" = 124 ] && hangs=$((hangs + 1))
-    grep -Eq "rank 1 (did not|\(in the)|injected fault .* on rank 1|rank 1's loss|process rank 1 " "$dir/log" && named=$((named + 1))
+    if grep -Eq "rank 1 (did not|\(in the)|injected fault .* on rank 1|rank 1's loss|process rank 1 " "$dir/log"; then
+      named=$((named + 1))
+    else
+      cp "$dir/log" "$logs/$kind-$i.log"
+    fi
     [ -n "$inject" ] && times+=("$(echo "$end - $inject" | bc)")
-    if grep -q "ckpt-000000004.pt" "$dir/run/checkpoints/latest" 2>/dev/null &&
-       "$bin" export "$dir/run/checkpoints/ckpt-000000004.pt" "$dir/w.pt" >/dev/null 2>&1; then
-      loads=$((loads + 1))
+    newest=$(cat "$dir/run/checkpoints/latest" 2>/dev/null)
+    if [ -n "$newest" ] && "$bin" export "$dir/run/checkpoints/$newest" "$dir/w.pt" >/dev/null 2>&1; then
+      case $newest in
+        ckpt-000000004.pt) loads4=$((loads4 + 1)) ;;
+        ckpt-000000002.pt) loads2=$((loads2 + 1)) ;;
+      esac
     fi
     rm -rf "$dir"
   done
@@ -39,5 +50,5 @@ for kind in "${kinds[@]}"; do
   if [ "$n" -gt 0 ]; then
     det=$(printf "%.1f / %.1f / %.1f" "${sorted[0]}" "${sorted[$((n / 2))]}" "${sorted[$((n - 1))]}")
   else det="-"; fi
-  printf "| %s | %d | %d | %d | %d | %d | %s |\n" "$kind" "$runs" "$nonzero" "$hangs" "$named" "$loads" "$det"
+  printf "| %s | %d | %d | %d | %d | %d / %d | %s |\n" "$kind" "$runs" "$nonzero" "$hangs" "$named" "$loads4" "$loads2" "$det"
 done

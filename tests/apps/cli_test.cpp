@@ -132,14 +132,15 @@ TEST(Cli, PlotWritesPngCharts) {
   std::filesystem::create_directories(dir);
   std::ofstream(dir + "/metrics.csv")
       << "epoch,step,lr,train_loss,train_acc,test_acc,epoch_time_s,img_s,elapsed_s,data_s,"
-         "forward_s,backward_s,comm_wait_s,comm_wait_min_s,comm_wait_max_s,optimizer_s,eval_s\n"
-         "1,469,0.09,1.1,0.74,0.80,17,3500,17,0.1,5,11,0.5,0.4,0.6,0.1,0.2\n"
-         "2,938,0.05,0.8,0.88,,17,3600,34,0.1,5,11,0.5,0.4,0.6,0.1,0\n"
-         "3,1407,0.01,0.7,0.90,0.91,17,3550,51,0.1,5,11,0.5,0.4,0.6,0.1,0.2\n";
+         "forward_s,backward_s,comm_wait_s,comm_wait_min_s,comm_wait_max_s,optimizer_s,eval_s,"
+         "global_batch,momentum,skipped_steps\n"
+         "1,469,0.09,1.1,0.74,0.80,17,3500,17,0.1,5,11,0.5,0.4,0.6,0.1,0.2,128,0.9,0\n"
+         "2,938,0.05,0.8,0.88,,17,3600,34,0.1,5,11,0.5,0.4,0.6,0.1,0,128,0.9,0\n"
+         "3,1172,0.01,0.7,0.90,0.91,17,3550,51,0.1,5,11,0.5,0.4,0.6,0.1,0.2,256,0.9,0\n";
   const std::string out = dir + "/plots";
   Outcome o = run("plot " + dir + " " + dir + " -o " + out);
   ASSERT_EQ(o.status, 0) << o.output;
-  for (const char* f : {"accuracy.png", "loss.png", "lr.png", "throughput.png"}) {
+  for (const char* f : {"accuracy.png", "loss.png", "lr.png", "throughput.png", "batch_size.png"}) {
     std::ifstream png(out + "/" + f, std::ios::binary);
     char magic[4] = {};
     png.read(magic, 4);
@@ -148,6 +149,21 @@ TEST(Cli, PlotWritesPngCharts) {
   Outcome bad = run("plot " + out);  // no metrics.csv there
   EXPECT_EQ(bad.status, 1);
   EXPECT_NE(bad.output.find("no metrics.csv"), std::string::npos) << bad.output;
+
+  // A scaling benchmark's CSV gives scaling.png; a CSV without the columns
+  // is refused naming the missing one.
+  std::ofstream(dir + "/scaling.csv") << "workers,img_s,global_batch,threads_per_rank\n"
+                                         "1,1800,64,1\n2,3400,128,1\n";
+  Outcome scaling = run("plot " + dir + "/scaling.csv -o " + out);
+  ASSERT_EQ(scaling.status, 0) << scaling.output;
+  std::ifstream png(out + "/scaling.png", std::ios::binary);
+  char magic[4] = {};
+  png.read(magic, 4);
+  EXPECT_EQ(std::string(magic + 1, 3), "PNG");
+  std::ofstream(dir + "/other.csv") << "a,b\n1,2\n";
+  Outcome wrong = run("plot " + dir + "/other.csv -o " + out);
+  EXPECT_EQ(wrong.status, 1);
+  EXPECT_NE(wrong.output.find("no column 'workers'"), std::string::npos) << wrong.output;
   std::filesystem::remove_all(dir);
 }
 
