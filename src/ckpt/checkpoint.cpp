@@ -11,12 +11,29 @@
 #include <iterator>
 
 #include "bigbatch/common/error.h"
+#include "bigbatch/common/hash.h"
 
 namespace bigbatch {
 namespace fs = std::filesystem;
 namespace {
 
 constexpr const char* kFormat = "bigbatch-checkpoint";
+// The frame around the pickle: 8-byte magic, payload length and FNV-1a 64 of
+// the payload (little-endian u64s). Checked before the payload reaches
+// libtorch's unpickler, which trusts the lengths inside it (a corrupt one
+// made it allocate 9.5 GB under scripts/fuzz).
+constexpr char kMagic[8] = {'B', 'B', 'C', 'K', 'P', 'T', '1', '\n'};
+constexpr size_t kFrameBytes = 24;
+
+uint64_t readU64(const char* p) {
+  uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
+  return v;
+}
+
+void appendU64(std::vector<char>& out, uint64_t v) {
+  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
+}
 
 c10::Dict<std::string, at::Tensor> toDict(const NamedTensors& tensors) {
   c10::Dict<std::string, at::Tensor> d;
@@ -132,13 +149,30 @@ std::vector<char> serializeCheckpoint(const Checkpoint& c) {
   c10::Dict<std::string, double> counters;
   for (const auto& [k, v] : c.counters) counters.insert(k, v);
   d.insert("counters", counters);
-  return torch::pickle_save(c10::IValue(d));
+  const std::vector<char> payload = torch::pickle_save(c10::IValue(d));
+  std::vector<char> out(kMagic, kMagic + 8);
+  appendU64(out, payload.size());
+  appendU64(out, fnv1a64(payload.data(), payload.size()));
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
 }
 
 Checkpoint parseCheckpoint(const std::vector<char>& bytes, const std::string& origin) {
+  BIGBATCH_CHECK(bytes.size() >= kFrameBytes && std::equal(kMagic, kMagic + 8, bytes.begin()),
+                 InvalidArgument,
+                 "'{}' is not a bigbatch checkpoint (no BBCKPT1 header; a weights-only file goes "
+                 "to --init-from instead)",
+                 origin);
+  const uint64_t length = readU64(bytes.data() + 8), hash = readU64(bytes.data() + 16);
+  BIGBATCH_CHECK(length == bytes.size() - kFrameBytes, InvalidArgument,
+                 "'{}' is a truncated or torn checkpoint: its header promises {} bytes, it holds {}",
+                 origin, length, bytes.size() - kFrameBytes);
+  const std::vector<char> payload(bytes.begin() + kFrameBytes, bytes.end());
+  BIGBATCH_CHECK(fnv1a64(payload.data(), payload.size()) == hash, InvalidArgument,
+                 "'{}' is a corrupt checkpoint: its checksum does not match its contents", origin);
   c10::IValue value;
   try {
-    value = torch::pickle_load(bytes);
+    value = torch::pickle_load(payload);
   } catch (const std::exception& e) {
     BIGBATCH_THROW(InvalidArgument, "'{}' is not a bigbatch checkpoint (unreadable: {})", origin,
                    std::string(e.what()).substr(0, 200));

@@ -170,6 +170,33 @@ TEST(Checkpoint, ParseRejectsGarbageWithoutCrashing) {
   }
 }
 
+// A flipped bit or a cut-off tail is refused by the frame's checksum and
+// length before libtorch's unpickler sees the bytes.
+TEST(Checkpoint, CorruptOrTruncatedFilesAreRefusedByName) {
+  Checkpoint k;
+  k.globalBatch = 4;
+  k.parameters = {{"w", torch::ones({3})}};
+  k.rankBuffers.resize(1);
+  k.rankRng.push_back(torch::zeros({4}, torch::kUInt8));
+  auto bytes = serializeCheckpoint(k);
+  EXPECT_EQ(parseCheckpoint(bytes, "good").parameters.size(), 1u);
+  auto flipped = bytes;
+  flipped[flipped.size() / 2] ^= 0x10;
+  try {
+    parseCheckpoint(flipped, "flipped.pt");
+    FAIL() << "accepted a corrupt checkpoint";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("checksum"), std::string::npos) << e.what();
+  }
+  auto cut = std::vector<char>(bytes.begin(), bytes.end() - 100);
+  try {
+    parseCheckpoint(cut, "cut.pt");
+    FAIL() << "accepted a truncated checkpoint";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("truncated"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Checkpoint, KeepsTheNewest) {
   const std::string dir = tempDir("keep");
   fs::remove_all(dir);

@@ -3,7 +3,10 @@
 // the position in the data order (epoch, step inside it), counters, and
 // the resolved config — in one versioned file.
 //
-// Format: torch::pickle_save of a dict (readable by Python's torch.load):
+// Format: a 24-byte frame (magic "BBCKPT1\n", payload length, FNV-1a 64 of
+// the payload; little-endian u64s) checked before anything is parsed — a
+// torn or corrupt file is refused by name, and libtorch's unpickler never
+// sees unchecked bytes — then the payload, torch::pickle_save of a dict:
 //   format "bigbatch-checkpoint", version, config (TOML), world_size,
 //   global_batch, epoch, step_in_epoch, global_step, parameters {name: T},
 //   rank_buffers [{name: T} per rank], rank_rng [uint8 T per rank],
