@@ -37,11 +37,14 @@ for kind in "${kinds[@]}"; do
     fi
     [ -n "$inject" ] && times+=("$(echo "$end - $inject" | bc)")
     newest=$(cat "$dir/run/checkpoints/latest" 2>/dev/null)
-    if [ -n "$newest" ] && "$bin" export "$dir/run/checkpoints/$newest" "$dir/w.pt" >/dev/null 2>&1; then
+    if [ -n "$newest" ] && "$bin" export "$dir/run/checkpoints/$newest" "$dir/w.pt" >>"$dir/log" 2>&1; then
       case $newest in
         ckpt-000000004.pt) loads4=$((loads4 + 1)) ;;
         ckpt-000000002.pt) loads2=$((loads2 + 1)) ;;
       esac
+    else
+      { echo "latest: '$newest'"; ls -la "$dir/run/checkpoints"; } >> "$dir/log" 2>&1
+      cp "$dir/log" "$logs/$kind-$i-checkpoint.log"
     fi
     rm -rf "$dir"
   done

@@ -746,7 +746,11 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
         ++step;
         if (o.onStep) {
           const double global = ddp.allreduceSum({stepLoss})[0];
-          o.onStep({epoch, step, global / static_cast<double>(stepSamples), stepSamples, lr});
+          // A skipped step reports NaN: its loss did not move the weights.
+          o.onStep({epoch, step,
+                    stepped.applied ? global / static_cast<double>(stepSamples)
+                                    : std::numeric_limits<double>::quiet_NaN(),
+                    stepSamples, lr});
         }
         // Rank 0's view: its own loss, every rank's images (same shard sizes).
         progress.update(s + 1, static_cast<int64_t>(seen) * worldSize, lossSum / std::max(seen, 1.0));

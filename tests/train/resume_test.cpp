@@ -5,6 +5,7 @@
 // found; a checkpoint of another model or seed is refused naming the key.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 
@@ -160,6 +161,41 @@ TEST_F(Resume, RefusesAnotherModelOrSeedNamingTheKey) {
   r = runTraining(smallRun(), dir, dir + "/model.pt");
   EXPECT_NE(r.error.find("not a bigbatch checkpoint"), std::string::npos) << r.error;
   fs::remove_all(dir);
+}
+
+// train.nonfinite = skip: a NaN loss on one step skips that step (counted in
+// metrics.csv) and the run goes on to finite losses and a normal end.
+TEST(NonFinite, SkipPolicySkipsTheStepAndGoesOn) {
+  const std::string dir = tempDir("skip");
+  fs::remove_all(dir);
+  Config c = smallRun();
+  c.set("train.epochs=2");
+  c.set("train.nonfinite=skip");
+  c.set("fault.kind=nan");
+  c.set("fault.step=3");
+  RunRecord r = runTraining(c, dir);
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  EXPECT_EQ(r.result.steps, 16);
+  EXPECT_EQ(r.losses.size(), 16u);
+  EXPECT_TRUE(std::isnan(r.losses.at(3)));  // the skipped step's loss is reported as NaN
+  for (const auto& [step, loss] : r.losses) {
+    if (step != 3) EXPECT_TRUE(std::isfinite(loss)) << step;
+  }
+  EXPECT_TRUE(std::isfinite(r.result.lastLoss));
+  std::ifstream in(dir + "/metrics.csv");
+  std::string header, first;
+  std::getline(in, header);
+  std::getline(in, first);
+  EXPECT_EQ(first.substr(first.rfind(',') + 1), "1") << header << "\n" << first;
+  // With the default policy the same fault stops the run naming the step.
+  Config stop = smallRun();
+  stop.set("fault.kind=nan");
+  stop.set("fault.step=3");
+  RunRecord s = runTraining(stop, dir + "-stop");
+  EXPECT_NE(s.error.find("non-finite gradient at epoch 1 step 3"), std::string::npos) << s.error;
+  EXPECT_NE(s.error.find("rank 0's loss was not finite"), std::string::npos) << s.error;
+  fs::remove_all(dir);
+  fs::remove_all(dir + "-stop");
 }
 
 TEST(Checkpoint, ParseRejectsGarbageWithoutCrashing) {

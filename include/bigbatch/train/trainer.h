@@ -32,7 +32,7 @@ namespace bigbatch {
 struct StepRecord {
   int64_t epoch = 0;
   int64_t step = 0;      // 1-based, across epochs
-  double loss = 0;       // mean training loss of the global batch
+  double loss = 0;       // mean training loss of the global batch (NaN: step skipped)
   int64_t samples = 0;   // images in the global batch
   double lr = 0;
 };
