@@ -19,6 +19,7 @@
 #include "bigbatch/collectives/exact_inputs.h"
 #include "bigbatch/comm/mpi_communicator.h"
 #include "bigbatch/common/error.h"
+#include "list_arg.h"
 #include "bigbatch/common/logging.h"
 
 namespace bigbatch {
@@ -29,16 +30,6 @@ DataType parseType(const std::string& t) {
   if (t == "bfloat16") return DataType::kBFloat16;
   if (t == "float16" || t == "half") return DataType::kFloat16;
   BIGBATCH_THROW(InvalidArgument, "--type '{}': choose float32, bfloat16 or float16", t);
-}
-
-std::vector<std::string> splitList(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t a = 0, b; a <= s.size(); a = b + 1) {
-    b = s.find(',', a);
-    if (b == std::string::npos) b = s.size();
-    if (b > a) out.push_back(s.substr(a, b - a));
-  }
-  return out;
 }
 
 }  // namespace

@@ -18,6 +18,7 @@
 #include <thread>
 
 #include "bigbatch/common/error.h"
+#include "list_arg.h"
 #include "bigbatch/models/model_options.h"
 #include "bigbatch/optim/optimizer.h"
 
@@ -25,16 +26,6 @@ namespace bigbatch {
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-std::vector<std::string> splitList(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t a = 0, b; a <= s.size(); a = b + 1) {
-    b = s.find(',', a);
-    if (b == std::string::npos) b = s.size();
-    if (b > a) out.push_back(s.substr(a, b - a));
-  }
-  return out;
-}
 
 std::vector<torch::Tensor> parameterSet(const std::string& model) {
   ModelOptions m;

@@ -200,7 +200,7 @@ int main(int argc, char** argv) {
   benchOptim->add_option("--models", bo.models, "parameter sets: resnet50 (161 tensors, 25.6 M values), cnn (the default model)")
       ->capture_default_str();
   benchOptim->add_option("--optimizers", bo.optimizers, "lars, lamb, sgd")->capture_default_str();
-  benchOptim->add_option("--iterations", bo.iterations, "timed steps per path; 0: about 10 s per row")
+  benchOptim->add_option("--iterations", bo.iterations, "timed steps per path; 0: 4e8 / parameter values, within 20..5000 (20 for ResNet-50)")
       ->capture_default_str();
   benchOptim->add_option("--threads", bo.threads, "intra-op threads; 0: all cores")->capture_default_str();
   benchOptim->add_flag("--json", bo.json, "one JSON object per row instead of the table (default: off)");

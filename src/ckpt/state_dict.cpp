@@ -10,6 +10,7 @@
 #include <iterator>
 #include <set>
 
+#include "bigbatch/ckpt/atomic_file.h"
 #include "bigbatch/common/error.h"
 
 namespace bigbatch {
@@ -25,25 +26,7 @@ std::string shapeText(const at::Tensor& t) {
 
 void writeStateDict(const c10::Dict<std::string, at::Tensor>& dict, const std::string& path) {
   const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));
-  const std::string tmp = path + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  BIGBATCH_CHECK(fd >= 0, IoError, "cannot write '{}': {}", tmp, std::strerror(errno));
-  size_t done = 0;
-  while (done < bytes.size()) {
-    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      const int err = errno;
-      ::close(fd);
-      BIGBATCH_THROW(IoError, "writing '{}' failed: {}", tmp, std::strerror(err));
-    }
-    done += static_cast<size_t>(n);
-  }
-  const bool synced = ::fsync(fd) == 0;
-  ::close(fd);
-  BIGBATCH_CHECK(synced, IoError, "fsync of '{}' failed: {}", tmp, std::strerror(errno));
-  BIGBATCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, IoError,
-                 "cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
+  writeFileAtomically(path, bytes.data(), bytes.size());
 }
 
 void saveStateDict(torch::nn::Module& module, const std::string& path) {
