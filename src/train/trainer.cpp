@@ -33,9 +33,14 @@
 #include "bigbatch/train/resume.h"
 #include "bigbatch/train/timeline.h"
 #include "bigbatch/train/run_dir.h"
+#include "fault_injection.h"
+#include "model_state.h"
+#include "recipe.h"
 
 namespace bigbatch {
 namespace {
+
+using namespace train_detail;
 
 using Clock = std::chrono::steady_clock;
 
@@ -75,140 +80,6 @@ std::string resolveRunDir(const Config& c, const TrainOptions& o) {
   if (!c.getString("run.dir").empty()) return c.getString("run.dir");
   return (std::filesystem::path(c.getString("run.out_dir")) / (runName(c, o) + "-" + utcStamp()))
       .string();
-}
-
-ModelOptions modelOptions(const Config& c, const Dataset& data) {
-  ModelOptions m;
-  m.name = c.getString("model.name");
-  m.widths = c.getIntList("model.widths");
-  m.blocks = c.getIntList("model.blocks");
-  m.inChannels = data.images.size(1);
-  m.numClasses = data.numClasses;
-  m.bnMomentum = c.getFloat("model.bn_momentum");
-  m.bnEps = c.getFloat("model.bn_eps");
-  m.zeroInitResidual = c.getBool("model.zero_init_residual");
-  return m;
-}
-
-LrScheduleOptions scheduleOptions(const Config& c, double peakLr) {
-  LrScheduleOptions s;
-  s.baseLr = peakLr;
-  s.warmupEpochs = c.getFloat("schedule.warmup_epochs");
-  s.warmupStartFactor = c.getFloat("schedule.warmup_start_factor");
-  s.decay = c.getString("schedule.decay");
-  s.endLr = c.getFloat("schedule.end_lr");
-  s.polyPower = c.getFloat("schedule.poly_power");
-  s.stepEpochs = c.getIntList("schedule.step_epochs");
-  s.stepGamma = c.getFloat("schedule.step_gamma");
-  s.totalEpochs = static_cast<double>(c.getInt("train.epochs"));
-  return s;
-}
-
-OptimizerOptions optimizerOptions(const Config& c) {
-  OptimizerOptions o;
-  o.name = c.getString("optim.name");
-  o.momentum = c.getFloat("optim.momentum");
-  o.nesterov = c.getBool("optim.nesterov");
-  o.weightDecay = c.getFloat("optim.weight_decay");
-  o.exclude = c.getBool("optim.exclude_bn_bias");
-  o.excludePattern = c.getString("optim.exclude_pattern");
-  o.excludedLrScale = c.getFloat("optim.excluded_lr_scale");
-  o.excludedWeightDecay = c.getFloat("optim.excluded_weight_decay");
-  o.larsEta = c.getFloat("optim.lars_eta");
-  o.larsEpsilon = c.getFloat("optim.lars_epsilon");
-  o.beta1 = c.getFloat("optim.beta1");
-  o.beta2 = c.getFloat("optim.beta2");
-  o.epsilon = c.getFloat("optim.epsilon");
-  o.phiMin = c.getFloat("optim.lamb_phi_min");
-  o.phiMax = c.getFloat("optim.lamb_phi_max");
-  o.fused = c.getBool("optim.fused");
-  return o;
-}
-
-// The optimizer's hyperparameters under the MLPerf keys of its family.
-void logOptimizer(MlperfLogger& ml, const Config& c, double peakLr, int64_t decaySteps) {
-  const std::string name = c.getString("optim.name");
-  BIGBATCH_MLLOG_POINT(ml, mlkey::kOptName, name);
-  if (name == "lamb") {
-    BIGBATCH_MLLOG_POINT(ml, "opt_base_learning_rate", peakLr);
-    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_beta_1", c.getFloat("optim.beta1"));
-    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_beta_2", c.getFloat("optim.beta2"));
-    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_epsilon", c.getFloat("optim.epsilon"));
-    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_weight_decay_rate", c.getFloat("optim.weight_decay"));
-    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_learning_rate_decay_poly_power", c.getFloat("schedule.poly_power"));
-    BIGBATCH_MLLOG_POINT(ml, "opt_learning_rate_warmup_epochs", c.getFloat("schedule.warmup_epochs"));
-    return;
-  }
-  const bool lars = name == "lars";
-  const std::string p = lars ? "lars_opt_" : "sgd_opt_";
-  BIGBATCH_MLLOG_POINT(ml, p + "base_learning_rate", peakLr);
-  BIGBATCH_MLLOG_POINT(ml, p + "end_learning_rate", c.getFloat("schedule.end_lr"));
-  BIGBATCH_MLLOG_POINT(ml, p + "learning_rate_decay_poly_power", c.getFloat("schedule.poly_power"));
-  BIGBATCH_MLLOG_POINT(ml, p + "learning_rate_decay_steps", decaySteps);
-  BIGBATCH_MLLOG_POINT(ml, p + "weight_decay", c.getFloat("optim.weight_decay"));
-  BIGBATCH_MLLOG_POINT(ml, p + "momentum", c.getFloat("optim.momentum"));
-  if (lars) {
-    BIGBATCH_MLLOG_POINT(ml, "lars_epsilon", c.getFloat("optim.lars_epsilon"));
-    BIGBATCH_MLLOG_POINT(ml, "lars_opt_learning_rate_warmup_epochs", c.getFloat("schedule.warmup_epochs"));
-  } else {
-    BIGBATCH_MLLOG_POINT(ml, "opt_learning_rate_warmup_epochs", c.getFloat("schedule.warmup_epochs"));
-  }
-}
-
-// Copies named tensors into the model's parameters (all of them, when
-// `params` is non-empty) and buffers, naming any mismatch.
-void restoreModel(torch::nn::Module& model, const NamedTensors& params,
-                  const NamedTensors& buffers, const std::string& origin) {
-  torch::NoGradGuard noGrad;
-  auto copyAll = [&](const NamedTensors& from, auto named, const char* what) {
-    std::map<std::string, torch::Tensor> byName(from.begin(), from.end());
-    for (auto& item : named) {
-      auto it = byName.find(item.key());
-      BIGBATCH_CHECK(it != byName.end(), InvalidArgument,
-                     "checkpoint '{}' has no {} '{}' that this model needs (another model?)",
-                     origin, what, item.key());
-      BIGBATCH_CHECK(it->second.sizes() == item.value().sizes(), InvalidArgument,
-                     "checkpoint '{}': {} '{}' has shape {} but this model's is {}", origin, what,
-                     item.key(), c10::str(it->second.sizes()), c10::str(item.value().sizes()));
-      item.value().copy_(it->second);
-      byName.erase(it);
-    }
-    BIGBATCH_CHECK(byName.empty(), InvalidArgument,
-                   "checkpoint '{}' holds {} '{}' that this model does not have (another model?)",
-                   origin, what, byName.empty() ? std::string() : byName.begin()->first);
-  };
-  if (!params.empty()) copyAll(params, model.named_parameters(), "parameter");
-  copyAll(buffers, model.named_buffers(), "buffer");
-}
-
-NamedTensors namedTensors(const torch::OrderedDict<std::string, torch::Tensor>& dict) {
-  NamedTensors out;
-  for (const auto& item : dict) out.emplace_back(item.key(), item.value().detach().clone());
-  return out;
-}
-
-// The first parameter whose gradient holds an inf or NaN (for the error).
-std::string firstNonFiniteGradient(torch::nn::Module& model) {
-  for (const auto& item : model.named_parameters()) {
-    const auto& g = item.value().grad();
-    if (g.defined() && !torch::isfinite(g).all().item<bool>()) return item.key();
-  }
-  return "?";
-}
-
-// fault.kind at fault.step on fault.rank: the failures docs/RELIABILITY.md
-// measures. "nan" returns: the step makes this rank's loss NaN.
-void injectFault(const std::string& kind, int rank, int64_t step) {
-  std::fprintf(stderr, "bigbatch: injecting fault '%s' on rank %d at step %lld\n", kind.c_str(),
-               rank, static_cast<long long>(step));
-  std::fflush(stderr);
-  if (kind == "nan") return;
-  if (kind == "abort") std::abort();
-  if (kind == "sigkill") std::raise(SIGKILL);
-  if (kind == "hang") {
-    while (true) std::this_thread::sleep_for(std::chrono::seconds(1));
-  }
-  BIGBATCH_THROW(Error, "injected fault (fault.kind = throw) on rank {} at step {}", rank, step);
 }
 
 void toChannelsLast(torch::nn::Module& model) {

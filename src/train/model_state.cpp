@@ -1,0 +1,47 @@
+#include "model_state.h"
+
+#include <map>
+
+#include "bigbatch/common/error.h"
+
+namespace bigbatch::train_detail {
+
+void restoreModel(torch::nn::Module& model, const NamedTensors& params,
+                  const NamedTensors& buffers, const std::string& origin) {
+  torch::NoGradGuard noGrad;
+  auto copyAll = [&](const NamedTensors& from, auto named, const char* what) {
+    std::map<std::string, torch::Tensor> byName(from.begin(), from.end());
+    for (auto& item : named) {
+      auto it = byName.find(item.key());
+      BIGBATCH_CHECK(it != byName.end(), InvalidArgument,
+                     "checkpoint '{}' has no {} '{}' that this model needs (another model?)",
+                     origin, what, item.key());
+      BIGBATCH_CHECK(it->second.sizes() == item.value().sizes(), InvalidArgument,
+                     "checkpoint '{}': {} '{}' has shape {} but this model's is {}", origin, what,
+                     item.key(), c10::str(it->second.sizes()), c10::str(item.value().sizes()));
+      item.value().copy_(it->second);
+      byName.erase(it);
+    }
+    BIGBATCH_CHECK(byName.empty(), InvalidArgument,
+                   "checkpoint '{}' holds {} '{}' that this model does not have (another model?)",
+                   origin, what, byName.empty() ? std::string() : byName.begin()->first);
+  };
+  if (!params.empty()) copyAll(params, model.named_parameters(), "parameter");
+  copyAll(buffers, model.named_buffers(), "buffer");
+}
+
+NamedTensors namedTensors(const torch::OrderedDict<std::string, torch::Tensor>& dict) {
+  NamedTensors out;
+  for (const auto& item : dict) out.emplace_back(item.key(), item.value().detach().clone());
+  return out;
+}
+
+std::string firstNonFiniteGradient(torch::nn::Module& model) {
+  for (const auto& item : model.named_parameters()) {
+    const auto& g = item.value().grad();
+    if (g.defined() && !torch::isfinite(g).all().item<bool>()) return item.key();
+  }
+  return "?";
+}
+
+}  // namespace bigbatch::train_detail

@@ -1,0 +1,82 @@
+#include "recipe.h"
+
+namespace bigbatch::train_detail {
+
+ModelOptions modelOptions(const Config& c, const Dataset& data) {
+  ModelOptions m;
+  m.name = c.getString("model.name");
+  m.widths = c.getIntList("model.widths");
+  m.blocks = c.getIntList("model.blocks");
+  m.inChannels = data.images.size(1);
+  m.numClasses = data.numClasses;
+  m.bnMomentum = c.getFloat("model.bn_momentum");
+  m.bnEps = c.getFloat("model.bn_eps");
+  m.zeroInitResidual = c.getBool("model.zero_init_residual");
+  return m;
+}
+
+LrScheduleOptions scheduleOptions(const Config& c, double peakLr) {
+  LrScheduleOptions s;
+  s.baseLr = peakLr;
+  s.warmupEpochs = c.getFloat("schedule.warmup_epochs");
+  s.warmupStartFactor = c.getFloat("schedule.warmup_start_factor");
+  s.decay = c.getString("schedule.decay");
+  s.endLr = c.getFloat("schedule.end_lr");
+  s.polyPower = c.getFloat("schedule.poly_power");
+  s.stepEpochs = c.getIntList("schedule.step_epochs");
+  s.stepGamma = c.getFloat("schedule.step_gamma");
+  s.totalEpochs = static_cast<double>(c.getInt("train.epochs"));
+  return s;
+}
+
+OptimizerOptions optimizerOptions(const Config& c) {
+  OptimizerOptions o;
+  o.name = c.getString("optim.name");
+  o.momentum = c.getFloat("optim.momentum");
+  o.nesterov = c.getBool("optim.nesterov");
+  o.weightDecay = c.getFloat("optim.weight_decay");
+  o.exclude = c.getBool("optim.exclude_bn_bias");
+  o.excludePattern = c.getString("optim.exclude_pattern");
+  o.excludedLrScale = c.getFloat("optim.excluded_lr_scale");
+  o.excludedWeightDecay = c.getFloat("optim.excluded_weight_decay");
+  o.larsEta = c.getFloat("optim.lars_eta");
+  o.larsEpsilon = c.getFloat("optim.lars_epsilon");
+  o.beta1 = c.getFloat("optim.beta1");
+  o.beta2 = c.getFloat("optim.beta2");
+  o.epsilon = c.getFloat("optim.epsilon");
+  o.phiMin = c.getFloat("optim.lamb_phi_min");
+  o.phiMax = c.getFloat("optim.lamb_phi_max");
+  o.fused = c.getBool("optim.fused");
+  return o;
+}
+
+void logOptimizer(MlperfLogger& ml, const Config& c, double peakLr, int64_t decaySteps) {
+  const std::string name = c.getString("optim.name");
+  BIGBATCH_MLLOG_POINT(ml, mlkey::kOptName, name);
+  if (name == "lamb") {
+    BIGBATCH_MLLOG_POINT(ml, "opt_base_learning_rate", peakLr);
+    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_beta_1", c.getFloat("optim.beta1"));
+    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_beta_2", c.getFloat("optim.beta2"));
+    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_epsilon", c.getFloat("optim.epsilon"));
+    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_weight_decay_rate", c.getFloat("optim.weight_decay"));
+    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_learning_rate_decay_poly_power", c.getFloat("schedule.poly_power"));
+    BIGBATCH_MLLOG_POINT(ml, "opt_learning_rate_warmup_epochs", c.getFloat("schedule.warmup_epochs"));
+    return;
+  }
+  const bool lars = name == "lars";
+  const std::string p = lars ? "lars_opt_" : "sgd_opt_";
+  BIGBATCH_MLLOG_POINT(ml, p + "base_learning_rate", peakLr);
+  BIGBATCH_MLLOG_POINT(ml, p + "end_learning_rate", c.getFloat("schedule.end_lr"));
+  BIGBATCH_MLLOG_POINT(ml, p + "learning_rate_decay_poly_power", c.getFloat("schedule.poly_power"));
+  BIGBATCH_MLLOG_POINT(ml, p + "learning_rate_decay_steps", decaySteps);
+  BIGBATCH_MLLOG_POINT(ml, p + "weight_decay", c.getFloat("optim.weight_decay"));
+  BIGBATCH_MLLOG_POINT(ml, p + "momentum", c.getFloat("optim.momentum"));
+  if (lars) {
+    BIGBATCH_MLLOG_POINT(ml, "lars_epsilon", c.getFloat("optim.lars_epsilon"));
+    BIGBATCH_MLLOG_POINT(ml, "lars_opt_learning_rate_warmup_epochs", c.getFloat("schedule.warmup_epochs"));
+  } else {
+    BIGBATCH_MLLOG_POINT(ml, "opt_learning_rate_warmup_epochs", c.getFloat("schedule.warmup_epochs"));
+  }
+}
+
+}  // namespace bigbatch::train_detail

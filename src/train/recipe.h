@@ -1,0 +1,24 @@
+// From the resolved config to the options of each component (model,
+// learning-rate schedule, optimizer), and the optimizer's MLPerf log keys.
+// Internal to src/train; pure functions, thread-safe.
+#pragma once
+
+#include <cstdint>
+
+#include "bigbatch/common/config.h"
+#include "bigbatch/common/mlperf_logger.h"
+#include "bigbatch/data/dataset.h"
+#include "bigbatch/models/model_options.h"
+#include "bigbatch/optim/optimizer.h"
+#include "bigbatch/schedule/lr_schedule.h"
+
+namespace bigbatch::train_detail {
+
+ModelOptions modelOptions(const Config& c, const Dataset& data);
+LrScheduleOptions scheduleOptions(const Config& c, double peakLr);
+OptimizerOptions optimizerOptions(const Config& c);
+// The optimizer's hyperparameters under the MLPerf keys of its family
+// (sgd_opt_*, lars_*, opt_lamb_*).
+void logOptimizer(MlperfLogger& ml, const Config& c, double peakLr, int64_t decaySteps);
+
+}  // namespace bigbatch::train_detail
