@@ -6,6 +6,8 @@
 #include <chrono>
 #include <vector>
 
+#include "bigbatch/common/clock.h"
+
 namespace bigbatch {
 
 struct Heartbeat::Slot {
@@ -14,14 +16,6 @@ struct Heartbeat::Slot {
   std::atomic<int64_t> sinceNs;  // steady clock (shared by the host's processes)
 };
 static_assert(std::atomic<int64_t>::is_always_lock_free, "shared-memory atomics need lock-free");
-
-namespace {
-int64_t nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
 
 Heartbeat::Heartbeat(Communicator& comm) {
   if (comm.size() == 1) return;
@@ -37,7 +31,7 @@ Heartbeat::Heartbeat(Communicator& comm) {
   Slot* mine = slot(localRank_);
   mine->rank.store(comm.rank());
   mine->step.store(0);
-  mine->sinceNs.store(nowNs());
+  mine->sinceNs.store(steadyNowNs());
 }
 
 Heartbeat::Slot* Heartbeat::slot(int localRank) const {
@@ -47,7 +41,7 @@ Heartbeat::Slot* Heartbeat::slot(int localRank) const {
 void Heartbeat::beat(int64_t step, Phase phase) {
   if (!segment_) return;
   Slot* mine = slot(localRank_);
-  mine->sinceNs.store(nowNs(), std::memory_order_relaxed);
+  mine->sinceNs.store(steadyNowNs(), std::memory_order_relaxed);
   mine->step.store(2 * step + phase, std::memory_order_release);
 }
 
@@ -61,7 +55,7 @@ std::string Heartbeat::describeLaggards(int64_t step, Phase phase) const {
     if (theirs < 2 * step + phase) {
       behind.push_back(fmt::format("rank {} (in the {} of step {} for {:.1f} s)", s->rank.load(),
                                    theirs % 2 ? "gradient exchange" : "compute", theirs / 2,
-                                   static_cast<double>(nowNs() - s->sinceNs.load()) * 1e-9));
+                                   static_cast<double>(steadyNowNs() - s->sinceNs.load()) * 1e-9));
     }
   }
   if (behind.empty()) return "every rank on this host reached this step: the stalled peer is on another host";

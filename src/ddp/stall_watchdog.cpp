@@ -1,14 +1,8 @@
 #include "bigbatch/ddp/stall_watchdog.h"
 
-namespace bigbatch {
-namespace {
-int64_t nowNs() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(
-             std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-}  // namespace
+#include "bigbatch/common/clock.h"
 
+namespace bigbatch {
 StallWatchdog::StallWatchdog(std::chrono::milliseconds limit,
                              std::function<void(const std::string&, double)> onStall)
     : limit_(limit), onStall_(std::move(onStall)), thread_([this] { watch(); }) {}
@@ -29,7 +23,7 @@ void StallWatchdog::watch() {
     for (int s = 0; s < kSlots; ++s) {
       const int64_t start = startNs_[s].load();
       if (start == 0) continue;
-      const double stuck = static_cast<double>(nowNs() - start) * 1e-9;
+      const double stuck = static_cast<double>(steadyNowNs() - start) * 1e-9;
       if (stuck * 1e3 > static_cast<double>(limit_.count())) {
         const char* op = operation_[s].load();
         lock.unlock();
@@ -44,7 +38,7 @@ StallWatchdog::Scope::Scope(StallWatchdog* w, Slot slot, const char* operation)
     : w_(w), slot_(slot) {
   if (!w_) return;
   w_->operation_[slot_].store(operation);
-  w_->startNs_[slot_].store(nowNs());
+  w_->startNs_[slot_].store(steadyNowNs());
 }
 
 StallWatchdog::Scope::~Scope() {
