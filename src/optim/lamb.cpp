@@ -37,12 +37,13 @@ class Lamb final : public Optimizer {
     return std::clamp(wNorm, options_.phiMin, hi) / uNorm;
   }
 
-  kernels::LambCoefficients coefficients(const Group& g) const {
+  kernels::LambCoefficients coefficients(const Group& g, double gradScale) const {
     const double t = static_cast<double>(steps_ + 1);
     return {static_cast<float>(options_.beta1), static_cast<float>(options_.beta2),
             static_cast<float>(1.0 - std::pow(options_.beta1, t)),
             static_cast<float>(1.0 - std::pow(options_.beta2, t)),
-            static_cast<float>(options_.epsilon), static_cast<float>(g.weightDecay)};
+            static_cast<float>(options_.epsilon), static_cast<float>(g.weightDecay),
+            static_cast<float>(gradScale)};
   }
 
   StepResult stepFused(const StepHyper& h) override {
@@ -52,7 +53,7 @@ class Lamb final : public Optimizer {
     std::vector<Group> groups;
     for (size_t i = 0; i < params_.size(); ++i) {
       groups.push_back(group(i, h));
-      k.push_back(coefficients(groups.back()));
+      k.push_back(coefficients(groups.back(), h.gradScale));
     }
     partials_.assign(p.chunks().size() * 3, 0.0);
     p.forEach([&](size_t c) {

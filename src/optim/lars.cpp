@@ -42,8 +42,11 @@ class Lars final : public Optimizer {
       }
     });
     p.reduce(partials_, 2, norms_);
+    // The norm pass saw the scaled gradient; gs is a power of two, so
+    // |gs·g| = gs·|g| exactly.
+    const double gs = h.gradScale;
     StepResult r;
-    r.gradNormSq = sumColumn(norms_, 2, 1);
+    r.gradNormSq = sumColumn(norms_, 2, 1) * gs * gs;
     if (!std::isfinite(r.gradNormSq)) return {false, r.gradNormSq};
 
     const float m = static_cast<float>(momentum(h));
@@ -51,7 +54,7 @@ class Lars final : public Optimizer {
     for (size_t i = 0; i < params_.size(); ++i) {
       const Group gr = group(i, h);
       coeff[i] = static_cast<float>(
-          gr.lr * trust(gr, std::sqrt(norms_[2 * i]), std::sqrt(norms_[2 * i + 1])));
+          gr.lr * trust(gr, std::sqrt(norms_[2 * i]), std::sqrt(norms_[2 * i + 1]) * gs));
       decay[i] = static_cast<float>(gr.weightDecay);
     }
     p.forEach([&](size_t c) {
@@ -59,7 +62,7 @@ class Lars final : public Optimizer {
       const Pointers& q = ptr[ch.tensor];
       if (!q.g) return;
       kernels::larsUpdate(q.w + ch.begin, q.g + ch.begin, q.b[0] + ch.begin, ch.end - ch.begin, m,
-                          coeff[ch.tensor], decay[ch.tensor]);
+                          coeff[ch.tensor], decay[ch.tensor], static_cast<float>(gs));
     });
     return r;
   }

@@ -87,17 +87,17 @@ void sumSquares(const float* __restrict a, const float* __restrict b, int64_t n,
 
 BIGBATCH_MULTIVERSION
 void sgdUpdate(float* __restrict w, const float* __restrict g, float* __restrict v, int64_t n,
-               float lr, float m, float wd, bool nesterov) {
+               float lr, float m, float wd, bool nesterov, float gs) {
   if (nesterov) {
     for (int64_t i = 0; i < n; ++i) {
-      const float d = g[i] + wd * w[i];
+      const float d = gs * g[i] + wd * w[i];
       const float vi = m * v[i] + d;
       v[i] = vi;
       w[i] -= lr * (d + m * vi);
     }
   } else {
     for (int64_t i = 0; i < n; ++i) {
-      const float vi = m * v[i] + (g[i] + wd * w[i]);
+      const float vi = m * v[i] + (gs * g[i] + wd * w[i]);
       v[i] = vi;
       w[i] -= lr * vi;
     }
@@ -106,9 +106,9 @@ void sgdUpdate(float* __restrict w, const float* __restrict g, float* __restrict
 
 BIGBATCH_MULTIVERSION
 void larsUpdate(float* __restrict w, const float* __restrict g, float* __restrict v, int64_t n,
-                float m, float c, float wd) {
+                float m, float c, float wd, float gs) {
   for (int64_t i = 0; i < n; ++i) {
-    const float vi = m * v[i] + c * (g[i] + wd * w[i]);
+    const float vi = m * v[i] + c * (gs * g[i] + wd * w[i]);
     v[i] = vi;
     w[i] -= vi;
   }
@@ -117,8 +117,9 @@ void larsUpdate(float* __restrict w, const float* __restrict g, float* __restric
 namespace {
 // The one definition of LAMB's direction, shared by both passes so they agree
 // to the bit.
-inline float lambDirection(float w, float g, float m, float v, const LambCoefficients& k,
+inline float lambDirection(float w, float gScaled, float m, float v, const LambCoefficients& k,
                            float* mOut, float* vOut) {
+  const float g = k.gs * gScaled;
   const float mi = k.beta1 * m + (1.0f - k.beta1) * g;
   const float vi = k.beta2 * v + (1.0f - k.beta2) * g * g;
   *mOut = mi;
@@ -136,7 +137,7 @@ void lambNorms(const float* __restrict w, const float* __restrict g, const float
   for (; i + 8 <= n; i += 8) {
     for (int j = 0; j < 8; ++j) {
       const double u = lambDirection(w[i + j], g[i + j], m[i + j], v[i + j], k, &mi, &vi);
-      const double x = w[i + j], y = g[i + j];
+      const double x = w[i + j], y = k.gs * g[i + j];
       lw[j] += x * x;
       lu[j] += u * u;
       lg[j] += y * y;
@@ -144,7 +145,7 @@ void lambNorms(const float* __restrict w, const float* __restrict g, const float
   }
   for (int j = 0; i < n; ++i, ++j) {
     const double u = lambDirection(w[i], g[i], m[i], v[i], k, &mi, &vi);
-    const double x = w[i], y = g[i];
+    const double x = w[i], y = k.gs * g[i];
     lw[j] += x * x;
     lu[j] += u * u;
     lg[j] += y * y;

@@ -75,19 +75,24 @@ namespace kernels {
 
 // s[0] += Σ a², s[1] += Σ b² (b may be null).
 void sumSquares(const float* a, const float* b, int64_t n, double* s);
-// SGD, PyTorch form: d = g + wd·w; v = m·v + d; w -= lr·(nesterov ? d + m·v : v).
+// Every update reads the gradient as gs·g (gs: 1 / loss scale; a power of
+// two, so the product is exact and gs = 1 changes nothing).
+//
+// SGD, PyTorch form: d = gs·g + wd·w; v = m·v + d; w -= lr·(nesterov ? d + m·v : v).
 void sgdUpdate(float* w, const float* g, float* v, int64_t n, float lr, float m, float wd,
-               bool nesterov);
-// LARS: v = m·v + c·(g + wd·w); w -= v, with c = lr·trust.
-void larsUpdate(float* w, const float* g, float* v, int64_t n, float m, float c, float wd);
+               bool nesterov, float gs);
+// LARS: v = m·v + c·(gs·g + wd·w); w -= v, with c = lr·trust.
+void larsUpdate(float* w, const float* g, float* v, int64_t n, float m, float c, float wd,
+                float gs);
 
 struct LambCoefficients {
   float beta1, beta2;
   float bias1, bias2;  // 1 − β^t
   float epsilon;
   float wd;
+  float gs;  // gradient multiplier (1 / loss scale)
 };
-// LAMB norm pass, state untouched: s[0] += Σ w², s[1] += Σ u², s[2] += Σ g²
+// LAMB norm pass, state untouched: s[0] += Σ w², s[1] += Σ u², s[2] += Σ (gs·g)²
 // with u from the moments this step would write.
 void lambNorms(const float* w, const float* g, const float* m, const float* v, int64_t n,
                const LambCoefficients& k, double* s);

@@ -95,7 +95,17 @@ std::vector<Optimizer::Pointers> Optimizer::pointers() {
 
 StepResult Optimizer::step(const StepHyper& hyper) {
   torch::NoGradGuard noGrad;
-  StepResult r = fusedEligible() ? stepFused(hyper) : stepPerTensor(hyper);
+  StepResult r;
+  if (fusedEligible()) {
+    r = stepFused(hyper);
+  } else {
+    if (hyper.gradScale != 1.0) {
+      for (auto& p : params_) {
+        if (p.tensor.grad().defined()) p.tensor.mutable_grad().mul_(hyper.gradScale);
+      }
+    }
+    r = stepPerTensor(hyper);
+  }
   if (r.applied) ++steps_;
   return r;
 }

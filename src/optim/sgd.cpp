@@ -1,7 +1,8 @@
 // SGD with momentum and optional Nesterov, in PyTorch's form:
 //   d = g + wd·w;  v = m·v + d;  w -= lr·(nesterov ? d + m·v : v)
 // Fused: one pass reading w, g, v and writing w, v (20 bytes per value); with
-// checkFinite a gradient-norm pass before it (4 more).
+// checkFinite a gradient-norm pass before it (4 more), which is also the
+// overflow check of dynamic loss scaling.
 #include <cmath>
 
 #include "multi_tensor.h"
@@ -31,7 +32,7 @@ class Sgd final : public Optimizer {
                               &partials_[c]);
         }
       });
-      r.gradNormSq = sumColumn(partials_, 1, 0);
+      r.gradNormSq = sumColumn(partials_, 1, 0) * h.gradScale * h.gradScale;
       if (!std::isfinite(r.gradNormSq)) return {false, r.gradNormSq};
     }
     const float m = static_cast<float>(momentum(h));
@@ -44,7 +45,7 @@ class Sgd final : public Optimizer {
       const Group& gr = groups[ch.tensor];
       kernels::sgdUpdate(q.w + ch.begin, q.g + ch.begin, q.b[0] + ch.begin, ch.end - ch.begin,
                          static_cast<float>(gr.lr), m, static_cast<float>(gr.weightDecay),
-                         options_.nesterov);
+                         options_.nesterov, static_cast<float>(h.gradScale));
     });
     return r;
   }

@@ -2,8 +2,11 @@
 
 #include <fmt/format.h>
 
+#include "bigbatch/amp/loss_scaler.h"
+#include "bigbatch/amp/precision.h"
 #include "bigbatch/collectives/allreduce_selector.h"
 #include "bigbatch/common/error.h"
+#include "recipe.h"
 
 namespace bigbatch {
 namespace {
@@ -112,6 +115,26 @@ std::vector<ConfigField> trainingConfigSchema() {
         {}, {}, {"fp32", "fp16", "bf16"}),
       F("ddp.overlap", T::kBool, true,
         "exchange each bucket during backward; false: all buckets after backward"),
+      F("amp.precision", T::kString, std::string("fp32"),
+        "compute type: bf16/fp16 run convolutions and matmuls in 16 bits (autocast) on copies of "
+        "the fp32 master weights; fp16 needs a CUDA device and is refused on CPU (libtorch "
+        "1.13's CPU autocast is bf16 only)",
+        {}, {}, {"fp32", "bf16", "fp16"}),
+      F("amp.loss_scaling", T::kString, std::string("auto"),
+        "dynamic loss scaling: auto (on with fp16 compute or ddp.exchange_dtype = fp16), on, off",
+        {}, {}, {"auto", "on", "off"}),
+      F("amp.init_scale", T::kFloat, 65536.0, "initial loss scale", 1e-30, 3e38),
+      F("amp.growth_interval", T::kInt, int64_t{2000},
+        "clean steps in a row after which the loss scale doubles", 1.0, 1e12),
+      F("amp.growth_factor", T::kFloat, 2.0, "loss-scale growth factor", 1.0, 1e6),
+      F("amp.backoff_factor", T::kFloat, 0.5,
+        "loss-scale factor after an overflowing step (the step is skipped)", 1e-6, 1.0),
+      F("amp.min_scale", T::kFloat, 1.0,
+        "loss-scale floor; an overflow at the floor is a divergence (train.nonfinite decides)",
+        1e-30, 3e38),
+      F("amp.max_scale", T::kFloat, 16777216.0, "loss-scale ceiling (2^24)", 1e-30, 3e38),
+      F("amp.hysteresis", T::kInt, int64_t{1},
+        "overflowing steps (since the last change) before the scale backs off", 1.0, 1e6),
       F("comm.allreduce", T::kString, std::string("auto"),
         "allreduce algorithm; auto: by message size and topology", {}, {},
         {"auto", "shm", "hierarchical", "ring", "halving_doubling", "recursive_doubling", "mpi"}),
@@ -233,6 +256,12 @@ void validateTrainingConfig(const Config& c) {
                    "factor per epoch",
                    c.getIntList("schedule.batch_epochs").size(),
                    c.getIntList("schedule.batch_factors").size());
+  }
+  if (c.getString("amp.precision") == "fp16") {
+    checkPrecisionSupported(Precision::kFp16, c10::DeviceType::CPU);  // the trainer runs on CPU
+  }
+  if (c.getString("amp.loss_scaling") != "off") {
+    DynamicLossScaler check(train_detail::lossScalerOptions(c));  // throws naming the bad option
   }
   if (c.getFloat("schedule.warmup_epochs") > static_cast<double>(c.getInt("train.epochs"))) {
     BIGBATCH_THROW(InvalidArgument, "schedule.warmup_epochs = {} exceeds train.epochs = {}",

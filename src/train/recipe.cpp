@@ -79,4 +79,24 @@ void logOptimizer(MlperfLogger& ml, const Config& c, double peakLr, int64_t deca
   }
 }
 
+LossScalerOptions lossScalerOptions(const Config& c) {
+  LossScalerOptions o;
+  o.initScale = c.getFloat("amp.init_scale");
+  o.growthInterval = c.getInt("amp.growth_interval");
+  o.growthFactor = c.getFloat("amp.growth_factor");
+  o.backoffFactor = c.getFloat("amp.backoff_factor");
+  o.minScale = c.getFloat("amp.min_scale");
+  o.maxScale = c.getFloat("amp.max_scale");
+  o.hysteresis = c.getInt("amp.hysteresis");
+  return o;
+}
+
+bool lossScalingEnabled(const Config& c) {
+  const std::string mode = c.getString("amp.loss_scaling");
+  if (mode == "auto") {
+    return c.getString("amp.precision") == "fp16" || c.getString("ddp.exchange_dtype") == "fp16";
+  }
+  return mode == "on";
+}
+
 }  // namespace bigbatch::train_detail

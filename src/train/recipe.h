@@ -1,10 +1,11 @@
 // From the resolved config to the options of each component (model,
-// learning-rate schedule, optimizer), and the optimizer's MLPerf log keys.
+// learning-rate schedule, optimizer, loss scaler), and the optimizer's MLPerf log keys.
 // Internal to src/train; pure functions, thread-safe.
 #pragma once
 
 #include <cstdint>
 
+#include "bigbatch/amp/loss_scaler.h"
 #include "bigbatch/common/config.h"
 #include "bigbatch/common/mlperf_logger.h"
 #include "bigbatch/data/dataset.h"
@@ -17,6 +18,10 @@ namespace bigbatch::train_detail {
 ModelOptions modelOptions(const Config& c, const Dataset& data);
 LrScheduleOptions scheduleOptions(const Config& c, double peakLr);
 OptimizerOptions optimizerOptions(const Config& c);
+LossScalerOptions lossScalerOptions(const Config& c);
+// Whether dynamic loss scaling is on (amp.loss_scaling, where auto means: fp16
+// compute or fp16 on the wire).
+bool lossScalingEnabled(const Config& c);
 // The optimizer's hyperparameters under the MLPerf keys of its family
 // (sgd_opt_*, lars_*, opt_lamb_*).
 void logOptimizer(MlperfLogger& ml, const Config& c, double peakLr, int64_t decaySteps);

@@ -10,6 +10,8 @@
 #include <fstream>
 #include <thread>
 
+#include "bigbatch/amp/loss_scaler.h"
+#include "bigbatch/amp/precision.h"
 #include "bigbatch/ckpt/checkpoint.h"
 #include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/collectives/allreduce.h"
@@ -92,8 +94,9 @@ void toChannelsLast(torch::nn::Module& model) {
 // Correct top-1 predictions of `model` on this rank's shard of `data` (rank
 // r takes the r-th contiguous slice), in chunks of `batch` images.
 int64_t evaluateShard(ImageClassifierImpl& model, const Dataset& data, int64_t batch,
-                      bool channelsLast, int rank, int worldSize) {
+                      bool channelsLast, Precision precision, int rank, int worldSize) {
   torch::NoGradGuard noGrad;
+  const AutocastScope autocast(precision, c10::DeviceType::CPU);
   model.eval();
   int64_t correct = 0;
   const int64_t lo = data.size() * rank / worldSize, hi = data.size() * (rank + 1) / worldSize;
@@ -366,6 +369,22 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
                                                          c.getIntList("schedule.batch_factors"),
                                                          c.getString("schedule.batch_lr_rule")});
   const bool decayFollowsLr = c.getBool("schedule.weight_decay_follows_lr");
+  // Mixed precision: 16-bit compute on copies of the fp32 masters, and the
+  // loss scaler that keeps small gradients alive in fp16 (amp/).
+  const Precision precision = parsePrecision(c.getString("amp.precision"));
+  const c10::DeviceType device = c10::DeviceType::CPU;
+  checkPrecisionSupported(precision, device);
+  std::optional<DynamicLossScaler> scaler;
+  if (lossScalingEnabled(c)) {
+    scaler.emplace(lossScalerOptions(c));
+    if (resume) {
+      const auto& n = resume->checkpoint.counters;
+      if (n.count("loss_scale")) {
+        scaler->loadState({n.at("loss_scale"), static_cast<int64_t>(n.at("loss_scale_clean_steps")),
+                           static_cast<int64_t>(n.at("loss_scale_overflows_left"))});
+      }
+    }
+  }
   const AugmentOptions augment{c.getBool("data.flip"), c.getInt("data.pad_crop")};
 
   BIGBATCH_MLLOG_POINT(ml, mlkey::kSeed, seed);
@@ -381,11 +400,15 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   if (!quiet) {
     fmt::print("bigbatch: {} ({} parameters), {} train / {} test images, global batch {} = {} "
                "rank(s) x {} x {} accumulation step(s), BN groups of {}, {} thread(s) per rank, "
-               "{} gradient bucket(s), {} peak lr {:.4g}\n  run directory: {}\n",
+               "{} gradient bucket(s), {} peak lr {:.4g}, {} compute, {} on the wire{}\n"
+               "  run directory: {}\n",
                c.getString("model.name"), countParameters(*model), trainData.size(),
                testData.size(), globalBatch, worldSize, batchPerRank, accumulation,
                std::max<int64_t>(1, batchPerRank / groups), threads, ddp.buckets().size(),
-               c.getString("optim.name"), peakLr, runDir->path());
+               c.getString("optim.name"), peakLr, precisionName(precision),
+               c.getString("ddp.exchange_dtype"),
+               scaler ? fmt::format(", dynamic loss scale from {:g}", scaler->scale()) : "",
+               runDir->path());
     std::fflush(stdout);
   }
 
@@ -406,12 +429,14 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   const std::vector<std::string> columns = {
       "epoch", "step", "lr", "train_loss", "train_acc", "test_acc", "epoch_time_s", "img_s",
       "elapsed_s", "data_s", "forward_s", "backward_s", "comm_wait_s", "comm_wait_min_s",
-      "comm_wait_max_s", "optimizer_s", "eval_s", "global_batch", "momentum", "skipped_steps"};
+      "comm_wait_max_s", "optimizer_s", "eval_s", "global_batch", "momentum", "skipped_steps",
+      "loss_scale"};
 
   // Where to start, and the totals so far (a resume continues them).
   int64_t firstEpoch = 1, firstStep = 0;
   double elapsedBefore = 0;                              // run seconds before the resume
   double carriedLoss = 0, carriedCorrect = 0, carriedSeen = 0;  // this epoch's, rank 0 only
+  int64_t carriedSkipped = 0;                                   // this epoch's, every rank
   if (resume) {
     const Checkpoint& k = resume->checkpoint;
     auto counter = [&](const char* key) {
@@ -432,6 +457,7 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
     result.epochs = static_cast<int64_t>(counter("epochs"));
     result.steps = step;
     elapsedBefore = counter("elapsed_s");
+    carriedSkipped = static_cast<int64_t>(counter("epoch_skipped"));
     if (lead) {
       carriedLoss = counter("epoch_loss_sum");
       carriedCorrect = counter("epoch_correct");
@@ -448,7 +474,8 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
         static_cast<int>(c.getInt("ckpt.keep")));
   }
   auto saveCheckpoint = [&](int64_t nextEpoch, int64_t stepInEpoch, double epochLoss,
-                            double epochCorrect, double epochSeen, double elapsed) {
+                            double epochCorrect, double epochSeen, int64_t epochSkipped,
+                            double elapsed) {
     c10::Dict<std::string, at::Tensor> own;
     for (const auto& item : model->named_buffers()) {
       own.insert(item.key(), item.value().detach().contiguous().clone());
@@ -492,7 +519,13 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
                   {"elapsed_s", elapsed},
                   {"epoch_loss_sum", totals[0]},
                   {"epoch_correct", totals[1]},
-                  {"epoch_seen", totals[2]}};
+                  {"epoch_seen", totals[2]},
+                  {"epoch_skipped", static_cast<double>(epochSkipped)}};
+    if (scaler) {
+      k.counters["loss_scale"] = scaler->state().scale;
+      k.counters["loss_scale_clean_steps"] = static_cast<double>(scaler->state().cleanSteps);
+      k.counters["loss_scale_overflows_left"] = static_cast<double>(scaler->state().overflowsLeft);
+    }
     const std::string path = checkpoints->save(k);
     log().debug("checkpoint {} written in {:.3f} s", path, secondsSince(t0));
   };
@@ -523,7 +556,7 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
         seen = carriedSeen;
       }
       double lr = 0, momentum = 0;
-      int64_t skipped = 0;
+      int64_t skipped = epoch == firstEpoch ? carriedSkipped : 0;
       progress.startEpoch(epoch, epochs, plan.steps);
       for (int64_t s = startStep; s < plan.steps; ++s) {
         currentStep.store(step + 1);
@@ -550,12 +583,18 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
           if (micro.empty()) continue;
           Batch batch = assembleBatch(trainData, micro, augment, seed, epoch, channelsLast);
           auto t1 = Clock::now();
-          torch::Tensor logits = forwardGroups(*model, batch.images, groups);
+          torch::Tensor logits;
+          {
+            const AutocastScope autocast(precision, device);
+            logits = forwardGroups(*model, batch.images, groups);
+          }
+          logits = logits.to(torch::kFloat);  // the loss in fp32 whatever the compute type
           torch::Tensor lossSumT = torch::nn::functional::cross_entropy(
               logits, batch.labels,
               torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(smoothing).reduction(
                   torch::kSum));
-          torch::Tensor loss = lossSumT / static_cast<double>(stepSamples);
+          torch::Tensor loss =
+              lossSumT * ((scaler ? scaler->scale() : 1.0) / static_cast<double>(stepSamples));
           const double v = lossSumT.item<double>();
           // A non-finite loss poisons this rank's gradients, and the exchange
           // carries the NaN to every rank: all ranks then see a non-finite
@@ -591,23 +630,42 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
         const double scheduled = schedule.at(position);
         lr = scheduled * batchSchedule.lrMultiplier(epoch);
         momentum = momentumSchedule.at(position);
+        // The optimizer unscales the gradients as it reads them, and its norm
+        // pass is the overflow check.
         const StepResult stepped = optimizer->step(
-            {lr, momentum, decayFollowsLr && peakLr > 0 ? scheduled / peakLr : 1.0});
+            {lr, momentum, decayFollowsLr && peakLr > 0 ? scheduled / peakLr : 1.0,
+             scaler ? scaler->inverse() : 1.0});
+        if (stepped.applied && scaler) scaler->update(true);
         if (!stepped.applied) {
           // Every rank is here (the gradients are the same everywhere).
           const double source = ddp.allreduceMax({poisoned ? rank + 1.0 : 0.0})[0];
-          const std::string where =
-              source > 0 ? fmt::format("rank {}'s loss was not finite", static_cast<int>(source) - 1)
-                         : fmt::format("first in '{}'", firstNonFiniteGradient(*model));
-          if (!skipNonFinite) {
-            BIGBATCH_THROW(Error,
-                           "non-finite gradient at epoch {} step {} (global step {}; {}); the "
-                           "weights were left unchanged. Lower optim.lr, raise "
-                           "schedule.warmup_epochs, or set train.nonfinite = skip",
-                           epoch, s + 1, step + 1, where);
+          // A finite loss whose scaled gradients overflowed is the loss
+          // scaler's business (back off, skip the step); at the scale's floor,
+          // or with a non-finite loss, the training itself diverged.
+          const double scaleBefore = scaler ? scaler->scale() : 1.0;
+          if (scaler && source == 0 && !scaler->atFloor()) {
+            scaler->update(false);
+            ++skipped;
+            log().debug("step {} (epoch {}): gradients overflowed at loss scale {:g}; skipped, "
+                        "scale now {:g}",
+                        step + 1, epoch, scaleBefore, scaler->scale());
+          } else {
+            const std::string where =
+                source > 0
+                    ? fmt::format("rank {}'s loss was not finite", static_cast<int>(source) - 1)
+                    : fmt::format("first in '{}'{}", firstNonFiniteGradient(*model),
+                                  scaler ? fmt::format(", at the loss-scale floor {:g}", scaleBefore)
+                                         : std::string());
+            if (!skipNonFinite) {
+              BIGBATCH_THROW(Error,
+                             "non-finite gradient at epoch {} step {} (global step {}; {}); the "
+                             "weights were left unchanged. Lower optim.lr, raise "
+                             "schedule.warmup_epochs, or set train.nonfinite = skip",
+                             epoch, s + 1, step + 1, where);
+            }
+            ++skipped;
+            log().warn("skipped step {} (epoch {}): non-finite gradient ({})", step + 1, epoch, where);
           }
-          ++skipped;
-          log().warn("skipped step {} (epoch {}): non-finite gradient ({})", step + 1, epoch, where);
         }
         optimizerS += secondsSince(t4);
         if (tracing) {
@@ -626,7 +684,8 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
         // Rank 0's view: its own loss, every rank's images (same shard sizes).
         progress.update(s + 1, static_cast<int64_t>(seen) * worldSize, lossSum / std::max(seen, 1.0));
         if (everySteps > 0 && step % everySteps == 0 && s + 1 < plan.steps) {
-          saveCheckpoint(epoch, s + 1, lossSum, correct, seen, elapsedBefore + secondsSince(runStart));
+          saveCheckpoint(epoch, s + 1, lossSum, correct, seen, skipped,
+                         elapsedBefore + secondsSince(runStart));
         }
       }
       progress.finishEpoch();
@@ -648,7 +707,8 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
         const auto evalStart = Clock::now();
         if (c.getBool("train.average_bn_stats")) ddp.averageBuffers();
         const double mine = static_cast<double>(evaluateShard(
-            *model, testData, c.getInt("train.eval_batch_size"), channelsLast, rank, worldSize));
+            *model, testData, c.getInt("train.eval_batch_size"), channelsLast, precision, rank,
+            worldSize));
         testAcc = ddp.allreduceSum({mine})[0] / static_cast<double>(testData.size());
         evalS = secondsSince(evalStart);
         if (timeline && timeline->active()) {
@@ -677,7 +737,7 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
                       fmt::format("{:.1f}", imgS), f4(elapsed), f4(dataS), f4(forwardS),
                       f4(backwardS), f4(commS), f4(waitMin[0]), f4(waitMax[0]), f4(optimizerS),
                       f4(evalS), std::to_string(epochBatch), f6(momentum),
-                      std::to_string(skipped)});
+                      std::to_string(skipped), fmt::format("{}", scaler ? scaler->scale() : 1.0)});
       }
       if (!quiet) {
         fmt::print("epoch {:>3}/{}  loss {:.4f}  train {:6.2f}%  test {}  lr {:.4g}  {:7.0f} img/s  "
@@ -694,7 +754,7 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
         stop = c.getBool("train.stop_at_target");
       }
       if (stop || epoch == epochs || (everyEpochs > 0 && epoch % everyEpochs == 0)) {
-        saveCheckpoint(epoch + 1, 0, 0, 0, 0, elapsed);
+        saveCheckpoint(epoch + 1, 0, 0, 0, 0, 0, elapsed);
       }
       if (stop) break;
     }
@@ -743,6 +803,10 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
     summary["virtual_workers"] = groups;
     summary["optimizer"] = c.getString("optim.name");
     summary["peak_lr"] = peakLr;
+    summary["precision"] = precisionName(precision);
+    summary["exchange_dtype"] = c.getString("ddp.exchange_dtype");
+    summary["loss_scaling"] = scaler.has_value();
+    summary["final_loss_scale"] = scaler ? scaler->scale() : 1.0;
     summary["model"] = c.getString("model.name");
     summary["parameters"] = countParameters(*model);
     summary["first_epoch_loss"] = result.firstLoss;

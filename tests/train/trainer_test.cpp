@@ -266,3 +266,59 @@ TEST(RunDirectory, RefusesToOverwriteAPreviousRun) {
 
 }  // namespace
 }  // namespace bigbatch
+
+namespace bigbatch {
+namespace {
+
+// bf16 compute on copies of fp32 masters: the same steps as fp32 up to
+// 16-bit rounding (close, not equal — so autocast really ran), documented
+// in summary.json; no loss scaling by default (bf16 has fp32's range).
+TEST(MixedPrecisionRun, Bf16TracksFp32AndIsRecorded) {
+  auto run = [](const std::string& precision, std::vector<double>* losses) {
+    const std::string dir =
+        ::testing::TempDir() + "/amp_" + precision + "_" + std::to_string(::getpid());
+    std::filesystem::remove_all(dir);
+    Config c = defaultTrainingConfig();
+    c.set("data.train_samples=2048");
+    c.set("data.eval_samples=1000");
+    c.set("train.epochs=2");
+    c.set("run.threads=2");
+    c.set("amp.precision=" + precision);
+    TrainOptions o;
+    o.runDir = dir;
+    o.verbosity = Verbosity::kQuiet;
+    o.onStep = [&](const StepRecord& r) { losses->push_back(r.loss); };
+    TrainResult r = train(c, o);
+    std::ifstream in(dir + "/summary.json");
+    nlohmann::json s = nlohmann::json::parse(in);
+    EXPECT_EQ(s["precision"], precision);
+    EXPECT_EQ(s["loss_scaling"], false);
+    auto rows = readCsv(dir + "/metrics.csv");
+    EXPECT_EQ(rows.back()["loss_scale"], "1");
+    EXPECT_EQ(rows.back()["skipped_steps"], "0");
+    std::filesystem::remove_all(dir);
+    return r;
+  };
+  std::vector<double> fp32, bf16;
+  const TrainResult a = run("fp32", &fp32);
+  const TrainResult b = run("bf16", &bf16);
+  ASSERT_EQ(fp32.size(), bf16.size());
+  EXPECT_NE(fp32[1], bf16[1]) << "bf16 gave fp32's exact loss: autocast did not engage";
+  for (size_t i = 0; i < 4; ++i) EXPECT_NEAR(bf16[i], fp32[i], 0.02 * fp32[i]) << "step " << i + 1;
+  EXPECT_LT(b.lastLoss, 0.9 * b.firstLoss);
+  EXPECT_NEAR(b.finalAccuracy, a.finalAccuracy, 0.05);
+}
+
+TEST(MixedPrecisionRun, Fp16ComputeOnCpuIsRefusedBeforeAnyWork) {
+  Config c = defaultTrainingConfig();
+  c.set("amp.precision=fp16");
+  try {
+    validateTrainingConfig(c);
+    FAIL() << "fp16 compute on CPU accepted";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("amp.precision = bf16"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
+}  // namespace bigbatch

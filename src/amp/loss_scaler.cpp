@@ -1,0 +1,58 @@
+#include "bigbatch/amp/loss_scaler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "bigbatch/common/error.h"
+
+namespace bigbatch {
+
+DynamicLossScaler::DynamicLossScaler(LossScalerOptions o) : options_(o) {
+  BIGBATCH_CHECK(o.minScale > 0 && o.maxScale >= o.minScale && std::isfinite(o.maxScale),
+                 InvalidArgument,
+                 "loss scaler: need 0 < min_scale <= max_scale < inf (got min {} and max {})",
+                 o.minScale, o.maxScale);
+  BIGBATCH_CHECK(o.initScale >= o.minScale && o.initScale <= o.maxScale, InvalidArgument,
+                 "loss scaler: init_scale {} lies outside [min_scale {}, max_scale {}]", o.initScale,
+                 o.minScale, o.maxScale);
+  BIGBATCH_CHECK(o.growthFactor > 1, InvalidArgument,
+                 "loss scaler: growth_factor must be > 1 (got {})", o.growthFactor);
+  BIGBATCH_CHECK(o.backoffFactor > 0 && o.backoffFactor < 1, InvalidArgument,
+                 "loss scaler: backoff_factor must lie in (0, 1) (got {})", o.backoffFactor);
+  BIGBATCH_CHECK(o.growthInterval >= 1 && o.hysteresis >= 1, InvalidArgument,
+                 "loss scaler: growth_interval and hysteresis must be >= 1 (got {} and {})",
+                 o.growthInterval, o.hysteresis);
+  state_ = {o.initScale, 0, o.hysteresis};
+}
+
+bool DynamicLossScaler::update(bool finite) {
+  if (finite) {
+    if (++state_.cleanSteps >= options_.growthInterval) {
+      state_.scale = std::min(state_.scale * options_.growthFactor, options_.maxScale);
+      state_.cleanSteps = 0;
+      state_.overflowsLeft = options_.hysteresis;
+    }
+    return true;
+  }
+  state_.cleanSteps = 0;
+  if (--state_.overflowsLeft <= 0) {
+    state_.scale = std::max(state_.scale * options_.backoffFactor, options_.minScale);
+    state_.overflowsLeft = options_.hysteresis;
+  }
+  return false;
+}
+
+void DynamicLossScaler::loadState(const LossScalerState& s) {
+  BIGBATCH_CHECK(s.scale >= options_.minScale && s.scale <= options_.maxScale, InvalidArgument,
+                 "loss scaler state: scale {} lies outside [min_scale {}, max_scale {}]", s.scale,
+                 options_.minScale, options_.maxScale);
+  BIGBATCH_CHECK(s.cleanSteps >= 0 && s.cleanSteps < options_.growthInterval && s.overflowsLeft >= 1 &&
+                     s.overflowsLeft <= options_.hysteresis,
+                 InvalidArgument,
+                 "loss scaler state: {} clean steps / {} overflows left do not fit growth_interval "
+                 "{} and hysteresis {}",
+                 s.cleanSteps, s.overflowsLeft, options_.growthInterval, options_.hysteresis);
+  state_ = s;
+}
+
+}  // namespace bigbatch
