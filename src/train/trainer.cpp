@@ -320,6 +320,13 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
     ddpOptions.watchdog = watchdog.get();
   }
   DistributedDataParallel ddp(*model, *comm, ddpOptions);
+  // Gradient bytes each rank hands to the allreduce per optimizer step.
+  int64_t exchangeBytes = 0;
+  if (worldSize > 1) {
+    for (const auto& b : ddp.buckets()) {
+      exchangeBytes += b.numel * static_cast<int64_t>(elementSize(ddpOptions.exchangeType));
+    }
+  }
 
   if (resume) {
     // Weights and rank 0's buffers on every rank first, so the checksum
@@ -807,6 +814,7 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
     summary["exchange_dtype"] = c.getString("ddp.exchange_dtype");
     summary["loss_scaling"] = scaler.has_value();
     summary["final_loss_scale"] = scaler ? scaler->scale() : 1.0;
+    summary["exchange_bytes_per_step"] = exchangeBytes;
     summary["model"] = c.getString("model.name");
     summary["parameters"] = countParameters(*model);
     summary["first_epoch_loss"] = result.firstLoss;
