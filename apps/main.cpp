@@ -8,6 +8,7 @@
 //   bigbatch plot RUN_DIR|SCALING.csv... [-o DIR]
 //   bigbatch bench allreduce [--min-bytes B] [--max-bytes B] [--algorithms LIST] [--json] ...
 //   bigbatch bench optim [--models LIST] [--optimizers LIST] [--iterations N] [--json]
+//   bigbatch bench pipeline [--dir ROOT] [--workers N] [--size S] [--batch B] [--epochs E] [--json]
 //
 // Every error a user can cause ends with a one-line message naming the problem
 // and the fix, and exit status 1 (2 for a malformed command line).
@@ -27,6 +28,7 @@
 #include "bigbatch/train/trainer.h"
 #include "bench_allreduce.h"
 #include "bench_optim.h"
+#include "bench_pipeline.h"
 #include "launch_workers.h"
 #include "plot.h"
 #include "process_env.h"
@@ -205,6 +207,21 @@ int main(int argc, char** argv) {
   benchOptim->add_option("--threads", bo.threads, "intra-op threads; 0: all cores")->capture_default_str();
   benchOptim->add_flag("--json", bo.json, "one JSON object per row instead of the table (default: off)");
 
+  bigbatch::BenchPipelineOptions bp;
+  auto* benchPipeline = bench->add_subcommand(
+      "pipeline", "input pipeline on a folder of JPEGs: decode, random resized crop, flip, "
+                  "normalise, batch (bench/pipeline_bench.sh compares torchvision)");
+  benchPipeline->add_option("--dir", bp.dir, "root/<class>/<image>.jpg (bench/make_jpeg_folder.py); default: synthetic 500x375 images");
+  benchPipeline->add_option("--workers", bp.workers, "decode threads (and as many augment threads; one read thread)")
+      ->capture_default_str();
+  benchPipeline->add_option("--size", bp.size, "output crop side in pixels")->capture_default_str();
+  benchPipeline->add_option("--batch", bp.batch, "images per batch")->capture_default_str();
+  benchPipeline->add_option("--epochs", bp.epochs, "epochs, each timed")->capture_default_str();
+  benchPipeline->add_option("--prefetch", bp.prefetch, "batches in flight")->capture_default_str();
+  benchPipeline->add_option("--cache-mb", bp.cacheMb, "decoded-image cache budget in MiB (0: none)")
+      ->capture_default_str();
+  benchPipeline->add_flag("--json", bp.json, "one JSON object per epoch instead of the table (default: off)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
@@ -260,6 +277,7 @@ int main(int argc, char** argv) {
       return bigbatch::runBenchAllreduce(ar);
     }
     if (*benchOptim) return bigbatch::runBenchOptim(bo);
+    if (*benchPipeline) return bigbatch::runBenchPipeline(bp);
     if (*keys) {
       std::cout << bigbatch::describeConfigSchema(bigbatch::trainingConfigSchema(), markdown);
       return 0;

@@ -1,0 +1,25 @@
+// `bigbatch bench pipeline`: the input pipeline (src/data) on a folder of
+// JPEGs — decode, random resized crop, flip, normalise, batch — timed per
+// epoch, with the CPU seconds it used (getrusage), so img/s per fully busy
+// worker = images / CPU seconds. bench/pipeline_bench.sh runs it beside
+// torchvision's ImageFolder + DataLoader on the same files.
+#pragma once
+
+#include <string>
+
+namespace bigbatch {
+
+struct BenchPipelineOptions {
+  std::string dir;          // root/<class>/<image>.jpg; empty: synthetic 500x375 images
+  int workers = 2;          // decode threads; augment threads = workers; one read thread
+  int size = 224;           // output side
+  int batch = 64;
+  int epochs = 1;
+  int prefetch = 4;         // batches in flight
+  long long cacheMb = 0;    // decoded-image cache budget (MiB); 0: none
+  bool json = false;
+};
+
+int runBenchPipeline(const BenchPipelineOptions& options);
+
+}  // namespace bigbatch

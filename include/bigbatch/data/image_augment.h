@@ -1,0 +1,53 @@
+// Per-sample augmentation of the input pipeline, from a decoded HWC uint8
+// image to normalised float CHW: random resized crop (Szegedy et al. 2015,
+// the torchvision form: area fraction in [scaleMin, scaleMax], log-uniform
+// aspect ratio in [ratioMin, ratioMax], 10 tries then a centre crop), or
+// pad-and-crop for small images; horizontal flip; resize (bilinear, ATen);
+// per-channel normalisation.
+//
+// Every random choice comes from one stream seeded by (seed, epoch, sample
+// index) — never from thread identity, order or timing — so a sample's
+// output is the same for any number of workers. Pure functions; thread-safe.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "bigbatch/data/image_source.h"
+
+namespace bigbatch {
+
+struct ImageAugment {
+  int64_t outHeight = 0;  // 0: the image's own size (no resize)
+  int64_t outWidth = 0;
+  bool randomResizedCrop = false;
+  double scaleMin = 0.08, scaleMax = 1.0;           // crop area / image area
+  double ratioMin = 3.0 / 4.0, ratioMax = 4.0 / 3.0;  // crop width / height
+  int64_t padCrop = 0;  // zero-pad by this many pixels, crop back at a random offset
+  bool flip = false;    // mirror left-right with probability 1/2
+  // Per channel, on the 0..1 scale (one value: every channel); empty: 0 and 1.
+  std::vector<float> mean, std;
+};
+
+// Where to crop, in the original image's pixels, and whether to flip.
+struct CropPlan {
+  double top = 0, left = 0, height = 0, width = 0;
+  int64_t padDy = 0, padDx = 0;  // pad-and-crop offsets
+  bool flip = false;
+};
+
+CropPlan planCrop(const ImageSize& original, const ImageAugment& a, uint64_t seed, int64_t epoch,
+                  int64_t index);
+
+// Output height and width for an image of `original` size.
+ImageSize outputSize(const ImageSize& original, const ImageAugment& a);
+
+// Applies `plan` (original coordinates; `decoded` may be DCT-scaled from
+// `original`) and writes the normalised CHW floats to `out` ([C, H, W] view
+// of a batch slot).
+void augmentInto(const Image& decoded, const ImageSize& original, const CropPlan& plan,
+                 const ImageAugment& a, torch::Tensor out);
+
+}  // namespace bigbatch
