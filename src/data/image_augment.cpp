@@ -24,8 +24,12 @@ ImageSize outputSize(const ImageSize& original, const ImageAugment& a) {
 
 CropPlan planCrop(const ImageSize& original, const ImageAugment& a, uint64_t seed, int64_t epoch,
                   int64_t index) {
-  uint64_t r = mixSeed(seed, static_cast<uint64_t>(epoch) + 1, static_cast<uint64_t>(index));
+  // The flip bit and the pad offsets are drawn as assembleBatch (batch.h)
+  // draws them, so both give the same batch for the same sample.
+  const uint64_t r0 = mixSeed(seed, static_cast<uint64_t>(epoch) + 1, static_cast<uint64_t>(index));
+  uint64_t r = r0;
   CropPlan p;
+  p.flip = a.flip && (r0 & 1);
   const double H = static_cast<double>(original.height), W = static_cast<double>(original.width);
   p.height = H;
   p.width = W;
@@ -67,7 +71,6 @@ CropPlan planCrop(const ImageSize& original, const ImageAugment& a, uint64_t see
     p.padDy = static_cast<int64_t>(r % static_cast<uint64_t>(span)) - a.padCrop;
     p.padDx = static_cast<int64_t>((r >> 32) % static_cast<uint64_t>(span)) - a.padCrop;
   }
-  p.flip = a.flip && (uniform(r) < 0.5);
   return p;
 }
 

@@ -81,6 +81,7 @@ struct InputPipeline::State {
   std::optional<size_t> held;      // slot of the batch last handed out
   std::exception_ptr error;
   bool stopping = false;
+  bool inlineMode = false;  // no threads: next() runs every step itself
   std::vector<std::string> skippedWhere;
 
   std::atomic<int64_t> delivered{0}, skipped{0}, decoded{0}, cacheHits{0};
@@ -126,7 +127,7 @@ struct InputPipeline::State {
       std::lock_guard<std::mutex> lock(mu);
       if (skippedWhere.size() < 100) skippedWhere.push_back(where);
     }
-    finish(w, false);
+    if (!inlineMode) finish(w, false);
   }
 
   // Feeder: takes a free buffer for each batch, then queues its samples.
@@ -140,26 +141,14 @@ struct InputPipeline::State {
         slot = freeSlots.back();
         freeSlots.pop_back();
       }
-      Slot& s = slots[slot];
       const int64_t n = static_cast<int64_t>(batches[b].size());
-      // Reuse the buffer unless the consumer still holds the last batch in it.
-      if (!s.images.defined() || s.images.size(0) != n || s.images.use_count() > 1) {
-        auto opts = torch::TensorOptions().dtype(torch::kFloat);
-        s.images = torch::empty({n, channels, out.height, out.width}, opts);
-        if (o.channelsLast) s.images = s.images.contiguous(at::MemoryFormat::ChannelsLast);
-      }
-      if (!s.labels.defined() || s.labels.size(0) != n || s.labels.use_count() > 1) {
-        s.labels = torch::empty({n}, torch::kInt64);
-      }
-      s.ok.assign(static_cast<size_t>(n), 0);
-      s.batch = b;
+      prepare(slot, b);
       if (n == 0) {
         std::lock_guard<std::mutex> lock(mu);
         done[b] = slot;
         cv.notify_all();
         continue;
       }
-      s.remaining = n;
       for (int64_t r = 0; r < n; ++r) {
         auto w = std::make_unique<Work>();
         w->batch = b;
@@ -171,28 +160,23 @@ struct InputPipeline::State {
     }
   }
 
-  void readLoop() {
-    while (auto w = readQ.pop()) {
-      Work& x = **w;
-      try {
-        if (cache) x.image = cache->find(x.index);
-        if (x.image) {
-          ++cacheHits;
-        } else {
-          source->read(x.index, x.bytes);
-        }
-      } catch (const std::exception& e) {
-        bad(x, e);
-        continue;
+  // The three per-sample steps; false: the sample was bad (handled by bad()).
+  bool readStep(Work& x) {
+    try {
+      if (cache) x.image = cache->find(x.index);
+      if (x.image) {
+        ++cacheHits;
+      } else {
+        source->read(x.index, x.bytes);
       }
-      if (!decodeQ.push(std::move(*w))) break;
+    } catch (const std::exception& e) {
+      bad(x, e);
+      return false;
     }
-    if (--readersLeft == 0) decodeQ.close();
+    return true;
   }
 
-  void decodeLoop() {
-    while (auto w = decodeQ.pop()) {
-      Work& x = **w;
+  bool decodeStep(Work& x) {
       try {
         if (!x.image) {
           auto d = std::make_shared<DecodedImage>();
@@ -223,26 +207,72 @@ struct InputPipeline::State {
         }
       } catch (const std::exception& e) {
         bad(x, e);
-        continue;
+        return false;
       }
-      if (!augmentQ.push(std::move(*w))) break;
+      return true;
+  }
+
+  bool augmentStep(Work& x) {
+    Slot& s = slots[x.slot];
+    try {
+      augmentInto(x.image->image, x.image->original, x.plan, augment, s.images[x.row]);
+      s.labels.data_ptr<int64_t>()[x.row] = source->label(x.index);
+    } catch (const std::exception& e) {
+      bad(x, e);
+      return false;
+    }
+    x.image.reset();
+    return true;
+  }
+
+  void readLoop() {
+    while (auto w = readQ.pop()) {
+      if (readStep(**w) && !decodeQ.push(std::move(*w))) break;
+    }
+    if (--readersLeft == 0) decodeQ.close();
+  }
+
+  void decodeLoop() {
+    while (auto w = decodeQ.pop()) {
+      if (decodeStep(**w) && !augmentQ.push(std::move(*w))) break;
     }
     if (--decodersLeft == 0) augmentQ.close();
   }
 
   void augmentLoop() {
     while (auto w = augmentQ.pop()) {
-      Work& x = **w;
-      Slot& s = slots[x.slot];
-      try {
-        augmentInto(x.image->image, x.image->original, x.plan, augment, s.images[x.row]);
-        s.labels.data_ptr<int64_t>()[x.row] = source->label(x.index);
-      } catch (const std::exception& e) {
-        bad(x, e);
-        continue;
-      }
-      x.image.reset();
-      finish(x, true);
+      if (augmentStep(**w)) finish(**w, true);
+    }
+  }
+
+  // Sets up slot `slot` for batch b (reusing its buffers when nobody else
+  // holds them).
+  void prepare(size_t slot, int64_t b) {
+    Slot& s = slots[slot];
+    const int64_t n = static_cast<int64_t>(batches[b].size());
+    if (!s.images.defined() || s.images.size(0) != n || s.images.use_count() > 1) {
+      s.images = torch::empty({n, channels, out.height, out.width}, torch::kFloat);
+      if (o.channelsLast) s.images = s.images.contiguous(at::MemoryFormat::ChannelsLast);
+    }
+    if (!s.labels.defined() || s.labels.size(0) != n || s.labels.use_count() > 1) {
+      s.labels = torch::empty({n}, torch::kInt64);
+    }
+    s.ok.assign(static_cast<size_t>(n), 0);
+    s.batch = b;
+    s.remaining = n;
+  }
+
+  // Inline mode: the consumer runs every step of batch b itself.
+  void runInline(size_t slot, int64_t b) {
+    prepare(slot, b);
+    for (int64_t r = 0; r < static_cast<int64_t>(batches[b].size()); ++r) {
+      Work w;
+      w.batch = b;
+      w.slot = slot;
+      w.row = r;
+      w.index = batches[b][r];
+      if (readStep(w) && decodeStep(w) && augmentStep(w)) slots[slot].ok[r] = 1;
+      if (error) std::rethrow_exception(error);
     }
   }
 
@@ -263,11 +293,13 @@ InputPipeline::InputPipeline(std::shared_ptr<const ImageSource> source, ImageAug
                              std::vector<std::vector<int64_t>> batches,
                              std::shared_ptr<DecodedCache> cache) {
   BIGBATCH_CHECK(source != nullptr, InvalidArgument, "input pipeline: no source");
-  BIGBATCH_CHECK(o.readThreads >= 1 && o.decodeThreads >= 1 && o.augmentThreads >= 1 &&
+  const bool inlineMode = o.readThreads == 0 && o.decodeThreads == 0 && o.augmentThreads == 0;
+  BIGBATCH_CHECK((inlineMode || (o.readThreads >= 1 && o.decodeThreads >= 1 &&
+                                 o.augmentThreads >= 1)) &&
                      o.prefetchBatches >= 1 && o.queueSamples >= 1,
                  InvalidArgument,
-                 "input pipeline: threads per stage, prefetch depth and queue size must be >= 1 "
-                 "(read {}, decode {}, augment {}, prefetch {}, queue {})",
+                 "input pipeline: threads per stage must all be >= 1 (or all 0: inline), prefetch "
+                 "depth and queue size >= 1 (read {}, decode {}, augment {}, prefetch {}, queue {})",
                  o.readThreads, o.decodeThreads, o.augmentThreads, o.prefetchBatches,
                  o.queueSamples);
   const ImageSize fixed = source->fixedSize();
@@ -296,6 +328,8 @@ InputPipeline::InputPipeline(std::shared_ptr<const ImageSource> source, ImageAug
   s.out = outputSize(fixed, s.augment);
   s.slots = std::vector<State::Slot>(static_cast<size_t>(o.prefetchBatches));
   for (size_t i = 0; i < s.slots.size(); ++i) s.freeSlots.push_back(s.slots.size() - 1 - i);
+  s.inlineMode = inlineMode;
+  if (inlineMode) return;
   s.readersLeft = o.readThreads;
   s.decodersLeft = o.decodeThreads;
   s.spawn(&State::feed);
@@ -320,6 +354,14 @@ bool InputPipeline::next(PipelineBatch& out) {
     s.cv.notify_all();
   }
   if (s.nextOut >= static_cast<int64_t>(s.batches.size())) return false;
+  if (s.inlineMode) {
+    const size_t slot = s.freeSlots.back();
+    s.freeSlots.pop_back();
+    lock.unlock();
+    s.runInline(slot, s.nextOut);
+    lock.lock();
+    s.done[s.nextOut] = slot;
+  }
   s.cv.wait(lock, [&] { return s.error || s.stopping || s.done.count(s.nextOut); });
   if (s.error) std::rethrow_exception(s.error);
   BIGBATCH_CHECK(!s.stopping, Error, "input pipeline: next() after the pipeline stopped");

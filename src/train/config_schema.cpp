@@ -51,6 +51,19 @@ std::vector<ConfigField> trainingConfigSchema() {
       F("data.pad_crop", T::kInt, int64_t{0}, "pad by N pixels and crop back at a random offset", 0.0,
         8.0),
 
+      F("data.read_threads", T::kInt, int64_t{0},
+        "input pipeline: threads that read samples; 0 (with decode_threads and augment_threads "
+        "0): inline, each micro-batch assembled on the training thread when it is needed",
+        0.0, 256.0),
+      F("data.decode_threads", T::kInt, int64_t{0}, "input pipeline: threads that decode samples",
+        0.0, 256.0),
+      F("data.augment_threads", T::kInt, int64_t{0},
+        "input pipeline: threads that augment samples into batches", 0.0, 256.0),
+      F("data.prefetch_batches", T::kInt, int64_t{4},
+        "input pipeline: micro-batches prepared ahead of training", 1.0, 1024.0),
+      F("data.bad_samples", T::kString, std::string("skip"),
+        "an unreadable or corrupt sample: skip (log its path, count it, leave it out) or fail",
+        {}, {}, {"skip", "fail"}),
       F("model.name", T::kString, std::string("cnn"), "architecture", {}, {},
         {"cnn", "resnet", "resnet50"}),
       F("model.widths", T::kIntList, L{16, 32, 64}, "channels of each stage", 1.0, 4096.0),
@@ -256,6 +269,16 @@ void validateTrainingConfig(const Config& c) {
                    "factor per epoch",
                    c.getIntList("schedule.batch_epochs").size(),
                    c.getIntList("schedule.batch_factors").size());
+  }
+  {
+    const int64_t r = c.getInt("data.read_threads"), d = c.getInt("data.decode_threads"),
+                  a = c.getInt("data.augment_threads");
+    if ((r == 0 || d == 0 || a == 0) && (r + d + a) != 0) {
+      BIGBATCH_THROW(InvalidArgument,
+                     "data.read_threads = {}, data.decode_threads = {}, data.augment_threads = {}: "
+                     "set all three >= 1 (threaded pipeline) or all 0 (inline)",
+                     r, d, a);
+    }
   }
   if (c.getString("amp.precision") == "fp16") {
     checkPrecisionSupported(Precision::kFp16, c10::DeviceType::CPU);  // the trainer runs on CPU

@@ -24,6 +24,7 @@
 #include "bigbatch/ddp/heartbeat.h"
 #include "bigbatch/data/batch.h"
 #include "bigbatch/data/dataset.h"
+#include "bigbatch/data/input_pipeline.h"
 #include "bigbatch/data/sampler.h"
 #include "bigbatch/models/model_options.h"
 #include "bigbatch/optim/optimizer.h"
@@ -392,7 +393,23 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
       }
     }
   }
-  const AugmentOptions augment{c.getBool("data.flip"), c.getInt("data.pad_crop")};
+  // Training batches come from the input pipeline (data/input_pipeline.h):
+  // inline by default (a 28x28 batch costs less than a thread hand-off while
+  // every core trains), or with threads per stage that prepare the next
+  // micro-batches while this one trains.
+  const std::shared_ptr<ImageSource> trainSource = makeIdxSource(trainData);
+  ImageAugment augment;
+  augment.flip = c.getBool("data.flip");
+  augment.padCrop = c.getInt("data.pad_crop");
+  augment.mean = {trainData.mean};
+  augment.std = {trainData.std};
+  PipelineOptions pipelineOptions;
+  pipelineOptions.readThreads = static_cast<int>(c.getInt("data.read_threads"));
+  pipelineOptions.decodeThreads = static_cast<int>(c.getInt("data.decode_threads"));
+  pipelineOptions.augmentThreads = static_cast<int>(c.getInt("data.augment_threads"));
+  pipelineOptions.prefetchBatches = static_cast<int>(c.getInt("data.prefetch_batches"));
+  pipelineOptions.skipBadSamples = c.getString("data.bad_samples") == "skip";
+  pipelineOptions.channelsLast = channelsLast && trainSource->channels() > 1;
 
   BIGBATCH_MLLOG_POINT(ml, mlkey::kSeed, seed);
   BIGBATCH_MLLOG_POINT(ml, mlkey::kGlobalBatchSize, globalBatch);
@@ -564,6 +581,18 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
       }
       double lr = 0, momentum = 0;
       int64_t skipped = epoch == firstEpoch ? carriedSkipped : 0;
+      // This rank's micro-batches of the epoch, in training order.
+      std::vector<std::vector<int64_t>> microBatches;
+      for (int64_t s = startStep; s < plan.steps; ++s) {
+        const std::vector<int64_t>& shard = plan.batches[s];
+        const int64_t n = static_cast<int64_t>(shard.size());
+        for (int64_t a = 0; a < accumulation; ++a) {
+          microBatches.emplace_back(shard.begin() + n * a / accumulation,
+                                    shard.begin() + n * (a + 1) / accumulation);
+        }
+      }
+      InputPipeline pipeline(trainSource, augment, pipelineOptions, seed, epoch,
+                             std::move(microBatches));
       progress.startEpoch(epoch, epochs, plan.steps);
       for (int64_t s = startStep; s < plan.steps; ++s) {
         currentStep.store(step + 1);
@@ -576,19 +605,17 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
         // each rank's loss is its sum divided by this, so the summed
         // gradients are exactly the global batch's mean gradient.
         const int64_t stepSamples = std::min(epochBatch, trainData.size() - s * epochBatch);
-        const std::vector<int64_t>& shard = plan.batches[s];
-        const int64_t shardSize = static_cast<int64_t>(shard.size());
         if (timeline) timeline->setStep(step + 1);
         const bool tracing = timeline && timeline->active();
         ddp.zeroGrad();
         double stepLoss = 0;
         for (int64_t a = 0; a < accumulation; ++a) {
           auto t0 = Clock::now();
-          const int64_t lo = shardSize * a / accumulation, hi = shardSize * (a + 1) / accumulation;
-          std::vector<int64_t> micro(shard.begin() + lo, shard.begin() + hi);
           ddp.beginBackward(a == accumulation - 1);
-          if (micro.empty()) continue;
-          Batch batch = assembleBatch(trainData, micro, augment, seed, epoch, channelsLast);
+          PipelineBatch batch;  // the time waited here is the data wait
+          BIGBATCH_CHECK(pipeline.next(batch), Error,
+                         "input pipeline ended before step {} of epoch {}", s + 1, epoch);
+          if (batch.size() == 0) continue;
           auto t1 = Clock::now();
           torch::Tensor logits;
           {

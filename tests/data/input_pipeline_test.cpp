@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "bigbatch/common/error.h"
+#include "bigbatch/data/batch.h"
 #include "bigbatch/data/input_pipeline.h"
 #include "bigbatch/data/sampler.h"
 
@@ -136,7 +137,12 @@ TEST_F(Folder, BadFilesAreSkippedCountedAndNamed) {
   addBadFiles();
   auto src = makeImageFolderSource(root_.string());
   ASSERT_EQ(src->size(), good_ + 2);
-  PipelineStats st;
+  PipelineStats st, inlineStats;
+  PipelineOptions inlined;
+  inlined.readThreads = inlined.decodeThreads = inlined.augmentThreads = 0;
+  runEpoch(src, imagenetStyle(), inlined, 1, 3, nullptr, &inlineStats);
+  EXPECT_EQ(inlineStats.skipped, 2);
+  EXPECT_EQ(inlineStats.samples, good_);
   auto batches = runEpoch(src, imagenetStyle(), PipelineOptions{}, 1, 3, nullptr, &st);
   int64_t rows = 0, skipped = 0;
   for (const auto& b : batches) {
@@ -160,21 +166,25 @@ TEST_F(Folder, BadFilesAreSkippedCountedAndNamed) {
 TEST_F(Folder, BadFileFailsTheEpochNamingIndexAndPath) {
   addBadFiles();
   auto src = makeImageFolderSource(root_.string());
-  PipelineOptions o;
-  o.skipBadSamples = false;
-  try {
-    runEpoch(src, imagenetStyle(), o, 1, 2);
-    FAIL() << "a corrupt JPEG did not fail the epoch";
-  } catch (const IoError& e) {
-    const std::string m = e.what();
-    EXPECT_TRUE(m.find("broken.jpg") != std::string::npos ||
-                m.find("truncated.jpg") != std::string::npos) << m;
-    EXPECT_NE(m.find("sample "), std::string::npos) << m;
+  for (int threads : {1, 0}) {
+    PipelineOptions o;
+    o.skipBadSamples = false;
+    o.readThreads = o.decodeThreads = o.augmentThreads = threads;
+    try {
+      runEpoch(src, imagenetStyle(), o, 1, 2);
+      FAIL() << "a corrupt JPEG did not fail the epoch (threads " << threads << ")";
+    } catch (const IoError& e) {
+      const std::string m = e.what();
+      EXPECT_TRUE(m.find("broken.jpg") != std::string::npos ||
+                  m.find("truncated.jpg") != std::string::npos) << m;
+      EXPECT_NE(m.find("sample "), std::string::npos) << m;
+    }
   }
 }
 
 // The same epoch with 1 and with 4 threads per stage (and another prefetch
-// depth) gives bit-identical batches; another epoch gives other crops.
+// depth), and inline (no threads), gives bit-identical batches; another
+// epoch gives other crops.
 TEST_F(Folder, OutputIndependentOfThreadCount) {
   auto src = makeImageFolderSource(root_.string());
   PipelineOptions one, four;
@@ -188,6 +198,11 @@ TEST_F(Folder, OutputIndependentOfThreadCount) {
     EXPECT_TRUE(torch::equal(a[i].images, b[i].images)) << "batch " << i;
     EXPECT_TRUE(torch::equal(a[i].labels, b[i].labels));
   }
+  PipelineOptions inlined;
+  inlined.readThreads = inlined.decodeThreads = inlined.augmentThreads = 0;
+  const auto d = runEpoch(src, imagenetStyle(), inlined, 3, 2);
+  ASSERT_EQ(a.size(), d.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_TRUE(torch::equal(a[i].images, d[i].images));
   const auto c = runEpoch(src, imagenetStyle(), one, 4, 2);
   EXPECT_FALSE(torch::equal(a[0].images, c[0].images));
   EXPECT_EQ(a[0].images.sizes(), (std::vector<int64_t>{2, 3, 64, 64}));
@@ -256,6 +271,29 @@ TEST(InputPipeline, IdxSourceNormalises) {
   EXPECT_TRUE(torch::allclose(b.images, want, 1e-5, 1e-5));
   EXPECT_EQ(b.labels[1].item<int64_t>(), 1);
   EXPECT_FALSE(p.next(b));
+}
+
+// With flip and pad-and-crop, the pipeline's batch of an IDX dataset is
+// bit-identical to assembleBatch's (the trainer's former path), so moving
+// the trainer onto the pipeline changed no result.
+TEST(InputPipeline, IdxBatchEqualsAssembleBatch) {
+  Dataset d = makeSyntheticDataset(50, 1, 28, 28, 10, 4);
+  d.mean = 0.286f;
+  d.std = 0.353f;
+  ImageAugment a;
+  a.flip = true;
+  a.padCrop = 2;
+  a.mean = {d.mean};
+  a.std = {d.std};
+  const std::vector<int64_t> idx = {3, 17, 8, 44, 0, 21, 9};
+  for (int64_t epoch = 1; epoch <= 3; ++epoch) {
+    InputPipeline p(makeIdxSource(d), a, PipelineOptions{}, 11, epoch, {idx});
+    PipelineBatch b;
+    ASSERT_TRUE(p.next(b));
+    const Batch want = assembleBatch(d, idx, AugmentOptions{true, 2}, 11, epoch, false);
+    EXPECT_TRUE(torch::equal(b.images, want.images)) << "epoch " << epoch;
+    EXPECT_TRUE(torch::equal(b.labels, want.labels));
+  }
 }
 
 TEST(InputPipeline, Cifar10BinaryBatches) {

@@ -40,6 +40,9 @@
 namespace bigbatch {
 
 struct PipelineOptions {
+  // Threads per stage; all three 0: inline — next() runs every step of its
+  // batch on the caller's thread (no hand-offs; best when a batch costs less
+  // than waking a thread, e.g. in-memory 28x28 images on busy cores).
   int readThreads = 1;
   int decodeThreads = 1;
   int augmentThreads = 1;
