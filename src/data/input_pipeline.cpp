@@ -177,39 +177,39 @@ struct InputPipeline::State {
   }
 
   bool decodeStep(Work& x) {
-      try {
-        if (!x.image) {
-          auto d = std::make_shared<DecodedImage>();
-          d->original = source->peek(x.bytes);
-          BIGBATCH_CHECK(d->original.height > 0 && d->original.width > 0, IoError,
-                         "image of size {}x{}", d->original.height, d->original.width);
-          DecodeRequest request;
-          if (cache && cache->shortSide() > 0) {
-            // Cached: keep enough resolution for any later crop.
-            const double side = static_cast<double>(
-                std::min(d->original.height, d->original.width));
-            request = {side, side, cache->shortSide(), cache->shortSide()};
-          } else if (!cache) {
-            x.plan = planCrop(d->original, augment, seed, epoch, x.index);
-            const ImageSize o2 = outputSize(d->original, augment);
-            request = {x.plan.height, x.plan.width, o2.height, o2.width};
-          }
-          d->image = source->decode(x.bytes, request);
-          BIGBATCH_CHECK(d->image.channels == channels, IoError,
-                         "{} channels where the source has {}", d->image.channels, channels);
-          ++decoded;
-          std::vector<uint8_t>().swap(x.bytes);
-          if (cache) cache->insert(x.index, d);
-          x.image = std::move(d);
+    try {
+      if (!x.image) {
+        auto d = std::make_shared<DecodedImage>();
+        d->original = source->peek(x.bytes);
+        BIGBATCH_CHECK(d->original.height > 0 && d->original.width > 0, IoError,
+                       "image of size {}x{}", d->original.height, d->original.width);
+        DecodeRequest request;
+        if (cache && cache->shortSide() > 0) {
+          // Cached: keep enough resolution for any later crop.
+          const double side = static_cast<double>(
+              std::min(d->original.height, d->original.width));
+          request = {side, side, cache->shortSide(), cache->shortSide()};
+        } else if (!cache) {
+          x.plan = planCrop(d->original, augment, seed, epoch, x.index);
+          const ImageSize o2 = outputSize(d->original, augment);
+          request = {x.plan.height, x.plan.width, o2.height, o2.width};
         }
-        if (cache || x.plan.height == 0) {
-          x.plan = planCrop(x.image->original, augment, seed, epoch, x.index);
-        }
-      } catch (const std::exception& e) {
-        bad(x, e);
-        return false;
+        d->image = source->decode(x.bytes, request);
+        BIGBATCH_CHECK(d->image.channels == channels, IoError,
+                       "{} channels where the source has {}", d->image.channels, channels);
+        ++decoded;
+        std::vector<uint8_t>().swap(x.bytes);
+        if (cache) cache->insert(x.index, d);
+        x.image = std::move(d);
       }
-      return true;
+      if (cache || x.plan.height == 0) {
+        x.plan = planCrop(x.image->original, augment, seed, epoch, x.index);
+      }
+    } catch (const std::exception& e) {
+      bad(x, e);
+      return false;
+    }
+    return true;
   }
 
   bool augmentStep(Work& x) {
