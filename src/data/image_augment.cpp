@@ -190,6 +190,25 @@ void augmentInto(const Image& decoded, const ImageSize& original, const CropPlan
     scale[c] = 1.f / (255.f * s);
     shift[c] = -m / s;
   }
+  if (a.padCrop == 0 && out.scalar_type() == torch::kFloat && h == H && w == W &&
+      out.size(1) == H && out.size(2) == W) {
+    // The whole image at its own size (e.g. Fashion-MNIST): flip and
+    // normalise only, the hot path of the trainer's inline pipeline.
+    const uint8_t* src = decoded.pixels.data();
+    float* dst = out.data_ptr<float>();
+    const int64_t sc = out.stride(0), sy = out.stride(1), sx = out.stride(2);
+    for (int64_t c = 0; c < C; ++c) {
+      const float m = scale[c], k = shift[c];
+      for (int64_t y = 0; y < H; ++y) {
+        const uint8_t* in = src + y * W * C + c;
+        float* o = dst + c * sc + y * sy;
+        for (int64_t x = 0; x < W; ++x) {
+          o[(plan.flip ? W - 1 - x : x) * sx] = static_cast<float>(in[x * C]) * m + k;
+        }
+      }
+    }
+    return;
+  }
   if (a.padCrop == 0 && out.scalar_type() == torch::kFloat) {
     resizeNormalise(decoded.pixels.data(), W, C, top, left, h, w, plan.flip, scale.data(),
                     shift.data(), out);

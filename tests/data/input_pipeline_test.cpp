@@ -280,19 +280,21 @@ TEST(InputPipeline, IdxBatchEqualsAssembleBatch) {
   Dataset d = makeSyntheticDataset(50, 1, 28, 28, 10, 4);
   d.mean = 0.286f;
   d.std = 0.353f;
-  ImageAugment a;
-  a.flip = true;
-  a.padCrop = 2;
-  a.mean = {d.mean};
-  a.std = {d.std};
   const std::vector<int64_t> idx = {3, 17, 8, 44, 0, 21, 9};
-  for (int64_t epoch = 1; epoch <= 3; ++epoch) {
-    InputPipeline p(makeIdxSource(d), a, PipelineOptions{}, 11, epoch, {idx});
-    PipelineBatch b;
-    ASSERT_TRUE(p.next(b));
-    const Batch want = assembleBatch(d, idx, AugmentOptions{true, 2}, 11, epoch, false);
-    EXPECT_TRUE(torch::equal(b.images, want.images)) << "epoch " << epoch;
-    EXPECT_TRUE(torch::equal(b.labels, want.labels));
+  for (int64_t pad : {0, 2}) {  // the flip-only fast path and the pad-and-crop path
+    ImageAugment a;
+    a.flip = true;
+    a.padCrop = pad;
+    a.mean = {d.mean};
+    a.std = {d.std};
+    for (int64_t epoch = 1; epoch <= 3; ++epoch) {
+      InputPipeline p(makeIdxSource(d), a, PipelineOptions{}, 11, epoch, {idx});
+      PipelineBatch b;
+      ASSERT_TRUE(p.next(b));
+      const Batch want = assembleBatch(d, idx, AugmentOptions{true, pad}, 11, epoch, false);
+      EXPECT_TRUE(torch::equal(b.images, want.images)) << "pad " << pad << " epoch " << epoch;
+      EXPECT_TRUE(torch::equal(b.labels, want.labels));
+    }
   }
 }
 
