@@ -99,4 +99,38 @@ bool lossScalingEnabled(const Config& c) {
   return mode == "on";
 }
 
+DdpOptions ddpOptionsFor(const Config& c) {
+  DdpOptions d;
+  d.fusionBytes = static_cast<size_t>(c.getInt("ddp.fusion_bytes"));
+  d.overlap = c.getBool("ddp.overlap");
+  const std::string exchange = c.getString("ddp.exchange_dtype");
+  d.exchangeType = exchange == "fp16"   ? DataType::kFloat16
+                   : exchange == "bf16" ? DataType::kBFloat16
+                                        : DataType::kFloat32;
+  d.allreduce = c.getString("comm.allreduce");
+  d.allreduceTable = c.getString("comm.allreduce_table");
+  d.tune = c.getBool("comm.allreduce_tune");
+  return d;
+}
+
+ImageAugment trainAugment(const Config& c, const Dataset& data) {
+  ImageAugment a;
+  a.flip = c.getBool("data.flip");
+  a.padCrop = c.getInt("data.pad_crop");
+  a.mean = {data.mean};
+  a.std = {data.std};
+  return a;
+}
+
+PipelineOptions pipelineOptionsFor(const Config& c, bool channelsLast) {
+  PipelineOptions p;
+  p.readThreads = static_cast<int>(c.getInt("data.read_threads"));
+  p.decodeThreads = static_cast<int>(c.getInt("data.decode_threads"));
+  p.augmentThreads = static_cast<int>(c.getInt("data.augment_threads"));
+  p.prefetchBatches = static_cast<int>(c.getInt("data.prefetch_batches"));
+  p.skipBadSamples = c.getString("data.bad_samples") == "skip";
+  p.channelsLast = channelsLast;
+  return p;
+}
+
 }  // namespace bigbatch::train_detail

@@ -273,7 +273,7 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   if (!o.timelinePath.empty()) {
     timeline = std::make_unique<Timeline>(rank, o.timelineFirstStep, o.timelineLastStep);
   }
-  DdpOptions ddpOptions;
+  DdpOptions ddpOptions = ddpOptionsFor(c);
   if (timeline) {
     Timeline* tl = timeline.get();
     ddpOptions.onExchange = [tl](size_t bucket, size_t bytes, Clock::time_point start,
@@ -285,15 +285,6 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
       }
     };
   }
-  ddpOptions.fusionBytes = static_cast<size_t>(c.getInt("ddp.fusion_bytes"));
-  ddpOptions.overlap = c.getBool("ddp.overlap");
-  const std::string exchange = c.getString("ddp.exchange_dtype");
-  ddpOptions.exchangeType = exchange == "fp16"   ? DataType::kFloat16
-                            : exchange == "bf16" ? DataType::kBFloat16
-                                                 : DataType::kFloat32;
-  ddpOptions.allreduce = c.getString("comm.allreduce");
-  ddpOptions.allreduceTable = c.getString("comm.allreduce_table");
-  ddpOptions.tune = c.getBool("comm.allreduce_tune");
   // A rank stuck inside a call without a deadline of its own (MPI's) ends the
   // job instead of hanging it; our own collectives fail first, at the
   // deadline, naming the rank.
@@ -398,18 +389,9 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   // every core trains), or with threads per stage that prepare the next
   // micro-batches while this one trains.
   const std::shared_ptr<ImageSource> trainSource = makeIdxSource(trainData);
-  ImageAugment augment;
-  augment.flip = c.getBool("data.flip");
-  augment.padCrop = c.getInt("data.pad_crop");
-  augment.mean = {trainData.mean};
-  augment.std = {trainData.std};
-  PipelineOptions pipelineOptions;
-  pipelineOptions.readThreads = static_cast<int>(c.getInt("data.read_threads"));
-  pipelineOptions.decodeThreads = static_cast<int>(c.getInt("data.decode_threads"));
-  pipelineOptions.augmentThreads = static_cast<int>(c.getInt("data.augment_threads"));
-  pipelineOptions.prefetchBatches = static_cast<int>(c.getInt("data.prefetch_batches"));
-  pipelineOptions.skipBadSamples = c.getString("data.bad_samples") == "skip";
-  pipelineOptions.channelsLast = channelsLast && trainSource->channels() > 1;
+  const ImageAugment augment = trainAugment(c, trainData);
+  const PipelineOptions pipelineOptions =
+      pipelineOptionsFor(c, channelsLast && trainSource->channels() > 1);
 
   BIGBATCH_MLLOG_POINT(ml, mlkey::kSeed, seed);
   BIGBATCH_MLLOG_POINT(ml, mlkey::kGlobalBatchSize, globalBatch);
