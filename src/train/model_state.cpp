@@ -44,4 +44,30 @@ std::string firstNonFiniteGradient(torch::nn::Module& model) {
   return "?";
 }
 
+std::string packRankState(torch::nn::Module& model) {
+  c10::Dict<std::string, at::Tensor> own;
+  for (const auto& item : model.named_buffers()) {
+    own.insert(item.key(), item.value().detach().contiguous().clone());
+  }
+  own.insert("<rng>", at::detail::getDefaultCPUGenerator().get_state());
+  const std::vector<char> bytes = torch::pickle_save(c10::IValue(own));
+  return std::string(bytes.begin(), bytes.end());
+}
+
+void unpackRankStates(const std::vector<std::string>& parts, Checkpoint& k) {
+  for (const auto& part : parts) {
+    const auto dict =
+        torch::pickle_load(std::vector<char>(part.begin(), part.end())).toGenericDict();
+    NamedTensors buffers;
+    for (const auto& e : dict) {
+      if (e.key().toStringRef() == "<rng>") {
+        k.rankRng.push_back(e.value().toTensor());
+      } else {
+        buffers.emplace_back(e.key().toStringRef(), e.value().toTensor());
+      }
+    }
+    k.rankBuffers.push_back(std::move(buffers));
+  }
+}
+
 }  // namespace bigbatch::train_detail

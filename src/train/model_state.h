@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <vector>
 
 #include "bigbatch/ckpt/checkpoint.h"
 
@@ -17,6 +18,11 @@ void restoreModel(torch::nn::Module& model, const NamedTensors& params,
                   const NamedTensors& buffers, const std::string& origin);
 // Detached copies, in order.
 NamedTensors namedTensors(const torch::OrderedDict<std::string, torch::Tensor>& dict);
+// This rank's part of a checkpoint — its BatchNorm buffers and CPU RNG
+// state — as bytes to gather on rank 0; rank 0 appends every rank's part
+// (index = rank) to the checkpoint's rankBuffers and rankRng.
+std::string packRankState(torch::nn::Module& model);
+void unpackRankStates(const std::vector<std::string>& parts, Checkpoint& k);
 // The first parameter whose gradient holds an inf or NaN ("?" if none).
 std::string firstNonFiniteGradient(torch::nn::Module& model);
 

@@ -39,6 +39,7 @@
 #include "fault_injection.h"
 #include "model_state.h"
 #include "recipe.h"
+#include "run_totals.h"
 
 namespace bigbatch {
 namespace {
@@ -375,14 +376,7 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   checkPrecisionSupported(precision, device);
   std::optional<DynamicLossScaler> scaler;
   if (lossScalingEnabled(c)) {
-    scaler.emplace(lossScalerOptions(c));
-    if (resume) {
-      const auto& n = resume->checkpoint.counters;
-      if (n.count("loss_scale")) {
-        scaler->loadState({n.at("loss_scale"), static_cast<int64_t>(n.at("loss_scale_clean_steps")),
-                           static_cast<int64_t>(n.at("loss_scale_overflows_left"))});
-      }
-    }
+    scaler.emplace(lossScalerOptions(c));  // a resume restores its state below
   }
   // Training batches come from the input pipeline (data/input_pipeline.h):
   // inline by default (a 28x28 batch costs less than a thread hand-off while
@@ -445,30 +439,28 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   int64_t carriedSkipped = 0;                                   // this epoch's, every rank
   if (resume) {
     const Checkpoint& k = resume->checkpoint;
-    auto counter = [&](const char* key) {
-      auto it = k.counters.find(key);
-      return it == k.counters.end() ? 0.0 : it->second;
-    };
+    const RunTotals t = RunTotals::fromCounters(k.counters);
     firstEpoch = k.epoch;
     firstStep = k.stepInEpoch;
     step = k.globalStep;
-    trainSeconds = counter("train_seconds");
-    trainImages = static_cast<int64_t>(counter("train_images"));
-    result.bestAccuracy = counter("best_accuracy");
-    result.finalAccuracy = counter("final_accuracy");
-    result.reachedTarget = counter("reached_target") != 0;
-    result.timeToTargetS = result.reachedTarget ? counter("time_to_target_s") : -1;
-    result.firstLoss = counter("first_loss");
-    result.lastLoss = counter("last_loss");
-    result.epochs = static_cast<int64_t>(counter("epochs"));
+    trainSeconds = t.trainSeconds;
+    trainImages = t.trainImages;
+    result.bestAccuracy = t.bestAccuracy;
+    result.finalAccuracy = t.finalAccuracy;
+    result.reachedTarget = t.reachedTarget;
+    result.timeToTargetS = t.timeToTargetS;
+    result.firstLoss = t.firstLoss;
+    result.lastLoss = t.lastLoss;
+    result.epochs = t.epochs;
     result.steps = step;
-    elapsedBefore = counter("elapsed_s");
-    carriedSkipped = static_cast<int64_t>(counter("epoch_skipped"));
+    elapsedBefore = t.elapsedS;
+    carriedSkipped = t.epochSkipped;
     if (lead) {
-      carriedLoss = counter("epoch_loss_sum");
-      carriedCorrect = counter("epoch_correct");
-      carriedSeen = counter("epoch_seen");
+      carriedLoss = t.epochLoss;
+      carriedCorrect = t.epochCorrect;
+      carriedSeen = t.epochSeen;
     }
+    if (scaler && t.lossScale) scaler->loadState(*t.lossScale);
   }
 
   // Checkpoints: rank 0 writes; every rank sends its BatchNorm buffers and
@@ -482,14 +474,8 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   auto saveCheckpoint = [&](int64_t nextEpoch, int64_t stepInEpoch, double epochLoss,
                             double epochCorrect, double epochSeen, int64_t epochSkipped,
                             double elapsed) {
-    c10::Dict<std::string, at::Tensor> own;
-    for (const auto& item : model->named_buffers()) {
-      own.insert(item.key(), item.value().detach().contiguous().clone());
-    }
-    own.insert("<rng>", at::detail::getDefaultCPUGenerator().get_state());
-    const std::vector<char> bytes = torch::pickle_save(c10::IValue(own));
-    const auto parts = ddp.gatherToRoot(std::string(bytes.begin(), bytes.end()));
-    const auto totals = ddp.allreduceSum({epochLoss, epochCorrect, epochSeen});
+    const auto parts = ddp.gatherToRoot(packRankState(*model));
+    const auto sums = ddp.allreduceSum({epochLoss, epochCorrect, epochSeen});
     if (!lead) return;
     const auto t0 = Clock::now();
     Checkpoint k;
@@ -500,38 +486,25 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
     k.stepInEpoch = stepInEpoch;
     k.globalStep = step;
     k.parameters = namedTensors(model->named_parameters());
-    for (const auto& part : parts) {
-      const auto dict = torch::pickle_load(std::vector<char>(part.begin(), part.end())).toGenericDict();
-      NamedTensors buffers;
-      for (const auto& e : dict) {
-        if (e.key().toStringRef() == "<rng>") {
-          k.rankRng.push_back(e.value().toTensor());
-        } else {
-          buffers.emplace_back(e.key().toStringRef(), e.value().toTensor());
-        }
-      }
-      k.rankBuffers.push_back(std::move(buffers));
-    }
+    unpackRankStates(parts, k);
     k.optimizer = optimizer->state();
-    k.counters = {{"train_seconds", trainSeconds},
-                  {"train_images", static_cast<double>(trainImages)},
-                  {"best_accuracy", result.bestAccuracy},
-                  {"final_accuracy", result.finalAccuracy},
-                  {"reached_target", result.reachedTarget ? 1.0 : 0.0},
-                  {"time_to_target_s", result.timeToTargetS},
-                  {"first_loss", result.firstLoss},
-                  {"last_loss", result.lastLoss},
-                  {"epochs", static_cast<double>(result.epochs)},
-                  {"elapsed_s", elapsed},
-                  {"epoch_loss_sum", totals[0]},
-                  {"epoch_correct", totals[1]},
-                  {"epoch_seen", totals[2]},
-                  {"epoch_skipped", static_cast<double>(epochSkipped)}};
-    if (scaler) {
-      k.counters["loss_scale"] = scaler->state().scale;
-      k.counters["loss_scale_clean_steps"] = static_cast<double>(scaler->state().cleanSteps);
-      k.counters["loss_scale_overflows_left"] = static_cast<double>(scaler->state().overflowsLeft);
-    }
+    RunTotals t;
+    t.trainSeconds = trainSeconds;
+    t.trainImages = trainImages;
+    t.elapsedS = elapsed;
+    t.bestAccuracy = result.bestAccuracy;
+    t.finalAccuracy = result.finalAccuracy;
+    t.reachedTarget = result.reachedTarget;
+    t.timeToTargetS = result.timeToTargetS;
+    t.firstLoss = result.firstLoss;
+    t.lastLoss = result.lastLoss;
+    t.epochs = result.epochs;
+    t.epochLoss = sums[0];
+    t.epochCorrect = sums[1];
+    t.epochSeen = sums[2];
+    t.epochSkipped = epochSkipped;
+    if (scaler) t.lossScale = scaler->state();
+    k.counters = t.toCounters();
     const std::string path = checkpoints->save(k);
     log().debug("checkpoint {} written in {:.3f} s", path, secondsSince(t0));
   };
