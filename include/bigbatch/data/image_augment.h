@@ -2,8 +2,9 @@
 // image to normalised float CHW: random resized crop (Szegedy et al. 2015,
 // the torchvision form: area fraction in [scaleMin, scaleMax], log-uniform
 // aspect ratio in [ratioMin, ratioMax], 10 tries then a centre crop), or
-// pad-and-crop for small images; horizontal flip; resize (bilinear, ATen);
-// per-channel normalisation.
+// pad-and-crop for small images; horizontal flip; bilinear resize (ATen's
+// sampling positions, align_corners = false); per-channel normalisation —
+// crop, resize, flip and normalise in one pass from 8-bit HWC to float CHW.
 //
 // Every random choice comes from one stream seeded by (seed, epoch, sample
 // index) — never from thread identity, order or timing — so a sample's
