@@ -2,6 +2,26 @@
 
 namespace bigbatch::train_detail {
 
+void RunTotals::copyFrom(const TrainResult& r) {
+  bestAccuracy = r.bestAccuracy;
+  finalAccuracy = r.finalAccuracy;
+  reachedTarget = r.reachedTarget;
+  timeToTargetS = r.timeToTargetS;
+  firstLoss = r.firstLoss;
+  lastLoss = r.lastLoss;
+  epochs = r.epochs;
+}
+
+void RunTotals::copyTo(TrainResult& r) const {
+  r.bestAccuracy = bestAccuracy;
+  r.finalAccuracy = finalAccuracy;
+  r.reachedTarget = reachedTarget;
+  r.timeToTargetS = timeToTargetS;
+  r.firstLoss = firstLoss;
+  r.lastLoss = lastLoss;
+  r.epochs = epochs;
+}
+
 std::map<std::string, double> RunTotals::toCounters() const {
   std::map<std::string, double> c = {{"train_seconds", trainSeconds},
                                      {"train_images", static_cast<double>(trainImages)},

@@ -10,6 +10,7 @@
 #include <string>
 
 #include "bigbatch/amp/loss_scaler.h"
+#include "bigbatch/train/trainer.h"
 
 namespace bigbatch::train_detail {
 
@@ -30,6 +31,11 @@ struct RunTotals {
   double epochSeen = 0;
   int64_t epochSkipped = 0;
   std::optional<LossScalerState> lossScale;  // when loss scaling is on
+
+  // The TrainResult fields a resume carries over (accuracies, target, losses,
+  // epochs), in either direction.
+  void copyFrom(const TrainResult& r);
+  void copyTo(TrainResult& r) const;
 
   std::map<std::string, double> toCounters() const;
   // Missing keys read as 0 (checkpoints written before a key existed).
