@@ -7,7 +7,9 @@
 // LAMB 16 + 28 = 44 B; SGD one pass, 20 B) divided by the measured
 // bandwidth of a same-sized memcpy with the same threads (bytes read +
 // written per second), so "of bound" is how close a step gets to moving
-// its data at memcpy speed.
+// its data at memcpy speed. (From its second step on, the fused LARS step
+// moves 24 B per value, not 28: it carries |w| from the previous update —
+// src/optim/carried_norms.h. The bound keeps the two-pass definition.)
 #include "bench_optim.h"
 
 #include <fmt/format.h>

@@ -4,11 +4,17 @@
 //   v ← m·v + lr·trust·(g + β·w);  w ← w − v
 // Excluded parameters take trust 1, their own β and lr multiplier.
 //
-// Fused: pass 1 reads w and g once for every layer's two norms (8 bytes per
-// value); pass 2 reads w, g, v and writes w, v (20 bytes per value).
+// Fused: pass 1 reads g once for every layer's gradient norm and the
+// non-finite check (4 bytes per value; w too, 8 bytes, where no carried
+// norm is valid — carried_norms.h); pass 2 reads w, g, v and writes w, v
+// (20 bytes per value), summing the new |w|² of each adapted layer as it
+// goes. Pass 1 must finish before pass 2 starts anywhere: a skipped step
+// (inf/NaN) leaves every weight and state value untouched.
 #include <cmath>
+#include <optional>
 
 #include "bigbatch/common/error.h"
+#include "carried_norms.h"
 #include "multi_tensor.h"
 #include "optimizers.h"
 
@@ -33,12 +39,23 @@ class Lars final : public Optimizer {
   StepResult stepFused(const StepHyper& h) override {
     auto ptr = pointers();
     const MultiTensorPlan& p = plan();
+    if (!carried_) carried_.emplace(params_.size());
+    // Which layers need |w| from memory: adapted ones without a valid
+    // carried norm (excluded layers take trust 1 and need no |w|).
+    readW_.assign(params_.size(), 0);
+    for (size_t i = 0; i < params_.size(); ++i) {
+      readW_[i] = ptr[i].g && !excluded_[i] && !carried_->valid(i, params_[i].tensor);
+    }
     partials_.assign(p.chunks().size() * 2, 0.0);
     p.forEach([&](size_t c) {
       const Chunk& ch = p.chunks()[c];
       const Pointers& q = ptr[ch.tensor];
-      if (q.g) {
-        kernels::sumSquares(q.w + ch.begin, q.g + ch.begin, ch.end - ch.begin, &partials_[2 * c]);
+      if (!q.g) return;
+      const int64_t n = ch.end - ch.begin;
+      if (readW_[ch.tensor]) {
+        kernels::sumSquares(q.w + ch.begin, q.g + ch.begin, n, &partials_[2 * c]);
+      } else {
+        kernels::sumSquares(q.g + ch.begin, nullptr, n, &partials_[2 * c + 1]);
       }
     });
     p.reduce(partials_, 2, norms_);
@@ -52,23 +69,31 @@ class Lars final : public Optimizer {
     const float m = static_cast<float>(momentum(h));
     std::vector<float> coeff(params_.size()), decay(params_.size());
     for (size_t i = 0; i < params_.size(); ++i) {
+      if (!ptr[i].g) continue;
       const Group gr = group(i, h);
+      const double wNormSq = readW_[i] || excluded_[i] ? norms_[2 * i] : carried_->normSq(i);
       coeff[i] = static_cast<float>(
-          gr.lr * trust(gr, std::sqrt(norms_[2 * i]), std::sqrt(norms_[2 * i + 1]) * gs));
+          gr.lr * trust(gr, std::sqrt(wNormSq), std::sqrt(norms_[2 * i + 1]) * gs));
       decay[i] = static_cast<float>(gr.weightDecay);
     }
+    updatePartials_.assign(p.chunks().size(), 0.0);
     p.forEach([&](size_t c) {
       const Chunk& ch = p.chunks()[c];
       const Pointers& q = ptr[ch.tensor];
       if (!q.g) return;
       kernels::larsUpdate(q.w + ch.begin, q.g + ch.begin, q.b[0] + ch.begin, ch.end - ch.begin, m,
-                          coeff[ch.tensor], decay[ch.tensor], static_cast<float>(gs));
-    });
+                          coeff[ch.tensor], decay[ch.tensor], static_cast<float>(gs),
+                          excluded_[ch.tensor] ? nullptr : &updatePartials_[c]);
+    }, /*backward=*/true);  // the gradients read last by pass 1 first
+    p.reduce(updatePartials_, 1, newNorms_);
+    for (size_t i = 0; i < params_.size(); ++i) {
+      if (ptr[i].g && !excluded_[i]) carried_->store(i, params_[i].tensor, newNorms_[i]);
+    }
     return r;
   }
 
   // The naive form: several ATen calls (and a host sync for each norm) per
-  // tensor; the baseline of bench/optim_bench and the non-CPU path.
+  // tensor; the baseline of `bigbatch bench optim` and the non-CPU path.
   StepResult stepPerTensor(const StepHyper& h) override {
     std::vector<double> wNorm(params_.size(), 0), gNorm(params_.size(), 0);
     StepResult r;
@@ -94,7 +119,9 @@ class Lars final : public Optimizer {
     return r;
   }
 
-  std::vector<double> partials_, norms_;
+  std::vector<double> partials_, norms_, updatePartials_, newNorms_;
+  std::vector<char> readW_;
+  std::optional<CarriedNorms> carried_;
 };
 
 }  // namespace

@@ -106,12 +106,39 @@ void sgdUpdate(float* __restrict w, const float* __restrict g, float* __restrict
 
 BIGBATCH_MULTIVERSION
 void larsUpdate(float* __restrict w, const float* __restrict g, float* __restrict v, int64_t n,
-                float m, float c, float wd, float gs) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float vi = m * v[i] + c * (gs * g[i] + wd * w[i]);
-    v[i] = vi;
-    w[i] -= vi;
+                float m, float c, float wd, float gs, double* wNormSq) {
+  if (!wNormSq) {
+    for (int64_t i = 0; i < n; ++i) {
+      const float vi = m * v[i] + c * (gs * g[i] + wd * w[i]);
+      v[i] = vi;
+      w[i] -= vi;
+    }
+    return;
   }
+  // The lanes, tail and fold of sumSquares(), applied to the values written.
+  double lw[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int k = 0; k < 8; ++k) {
+      const float vi = m * v[i + k] + c * (gs * g[i + k] + wd * w[i + k]);
+      const float wi = w[i + k] - vi;
+      v[i + k] = vi;
+      w[i + k] = wi;
+      const double x = wi;
+      lw[k] += x * x;
+    }
+  }
+  for (int k = 0; i < n; ++i, ++k) {
+    const float vi = m * v[i] + c * (gs * g[i] + wd * w[i]);
+    const float wi = w[i] - vi;
+    v[i] = vi;
+    w[i] = wi;
+    const double x = wi;
+    lw[k] += x * x;
+  }
+  double s = 0;
+  for (int k = 0; k < 8; ++k) s += lw[k];
+  *wNormSq += s;
 }
 
 namespace {

@@ -38,18 +38,27 @@ class MultiTensorPlan {
   size_t firstChunk(size_t t) const { return firstChunk_[t]; }
 
   // Calls fn(chunkIndex) once for every chunk, on the intra-op threads.
+  // Each thread walks its own contiguous range of chunks, forward or
+  // (`backward`) from its end: a pass that follows a forward pass over the
+  // same data then starts on the chunks that pass touched last, which may
+  // still be in cache.
   template <class Fn>
-  void forEach(Fn&& fn) const {
+  void forEach(Fn&& fn, bool backward = false) const {
     const int threads = at::get_num_threads();
+    const auto walk = [&](size_t begin, size_t end) {
+      if (backward) {
+        for (size_t c = end; c > begin; --c) fn(c - 1);
+      } else {
+        for (size_t c = begin; c < end; ++c) fn(c);
+      }
+    };
     if (total_ < kSerialBelow || threads <= 1) {
-      for (size_t c = 0; c < chunks_.size(); ++c) fn(c);
+      walk(0, chunks_.size());
       return;
     }
     const std::vector<size_t>& bounds = boundsFor(threads);
     at::parallel_for(0, threads, 1, [&](int64_t t0, int64_t t1) {
-      for (int64_t t = t0; t < t1; ++t) {
-        for (size_t c = bounds[t]; c < bounds[t + 1]; ++c) fn(c);
-      }
+      for (int64_t t = t0; t < t1; ++t) walk(bounds[t], bounds[t + 1]);
     });
   }
 
@@ -81,9 +90,11 @@ void sumSquares(const float* a, const float* b, int64_t n, double* s);
 // SGD, PyTorch form: d = gs·g + wd·w; v = m·v + d; w -= lr·(nesterov ? d + m·v : v).
 void sgdUpdate(float* w, const float* g, float* v, int64_t n, float lr, float m, float wd,
                bool nesterov, float gs);
-// LARS: v = m·v + c·(gs·g + wd·w); w -= v, with c = lr·trust.
+// LARS: v = m·v + c·(gs·g + wd·w); w -= v, with c = lr·trust. When
+// `wNormSq` is given, *wNormSq += Σ (new w)², summed exactly as
+// sumSquares(new w) would, so the next step can carry it (carried_norms.h).
 void larsUpdate(float* w, const float* g, float* v, int64_t n, float m, float c, float wd,
-                float gs);
+                float gs, double* wNormSq);
 
 struct LambCoefficients {
   float beta1, beta2;

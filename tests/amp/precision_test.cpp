@@ -102,7 +102,9 @@ TEST(Precision, MastersStayFp32AndTheCopyFollowsEveryStep) {
     EXPECT_EQ(firstNonFp32State(*model), "") << "after step " << step;
     for (const auto& p : model->parameters()) EXPECT_EQ(p.grad().scalar_type(), torch::kFloat);
     for (const auto& [name, t] : opt->state()) {
-      if (t.is_floating_point()) EXPECT_EQ(t.scalar_type(), torch::kFloat) << name;
+      if (t.is_floating_point()) {
+        EXPECT_EQ(t.scalar_type(), torch::kFloat) << name;
+      }
     }
     torch::NoGradGuard noGrad;
     torch::Tensor viaAutocast;

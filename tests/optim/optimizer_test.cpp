@@ -139,6 +139,49 @@ TEST_P(EveryOptimizer, StateRoundTripContinuesIdentically) {
 
 INSTANTIATE_TEST_SUITE_P(Optim, EveryOptimizer, ::testing::Values("sgd", "lars", "lamb"));
 
+// LARS carries each layer's |w|² from one fused update to the next step
+// (src/optim/carried_norms.h). Five steps on one optimizer, or — `fresh` —
+// each step on a new optimizer given the previous one's state, which has
+// nothing carried and reads every norm from memory. `doubleOne`: before
+// step 3 one weight is doubled in place from outside.
+std::vector<torch::Tensor> larsSteps(bool fresh, bool doubleOne) {
+  auto ps = makeParams(11);
+  auto opt = makeOptimizer(ps, optionsFor("lars", true));
+  for (int s = 0; s < 5; ++s) {
+    setGrads(ps, 200 + s);
+    if (doubleOne && s == 3) {
+      torch::NoGradGuard g;
+      ps[3].tensor.mul_(2);
+    }
+    if (fresh) {
+      auto next = makeOptimizer(ps, optionsFor("lars", true));
+      next->loadState(opt->state());
+      opt = std::move(next);
+    }
+    EXPECT_TRUE(opt->step({0.5, 0.9}).applied);
+  }
+  std::vector<torch::Tensor> out;
+  for (auto& p : ps) out.push_back(p.tensor.detach().clone());
+  return out;
+}
+
+TEST(Optimizer, LarsCarriedWeightNormIsExactAndDroppedAfterAnOutsideWrite) {
+  // Carried norms give the same bits as norms read from memory.
+  const auto carried = larsSteps(false, false);
+  const auto fresh = larsSteps(true, false);
+  for (size_t i = 0; i < carried.size(); ++i) {
+    EXPECT_TRUE(torch::equal(carried[i], fresh[i])) << "tensor " << i;
+  }
+  // A weight changed by an ATen in-place op: its carried norm is not used
+  // (if it were, its trust ratio — and so its update — would differ).
+  const auto doubled = larsSteps(false, true);
+  const auto doubledFresh = larsSteps(true, true);
+  for (size_t i = 0; i < doubled.size(); ++i) {
+    EXPECT_TRUE(torch::equal(doubled[i], doubledFresh[i])) << "tensor " << i;
+  }
+  EXPECT_FALSE(torch::equal(doubled[3], carried[3]));
+}
+
 TEST(Optimizer, LoadStateNamesTheMismatch) {
   auto ps = makeParams(1);
   auto lars = makeOptimizer(ps, optionsFor("lars", true));

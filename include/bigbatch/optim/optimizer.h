@@ -14,9 +14,12 @@
 // tensors and the update from a second one, instead of several ATen calls per
 // tensor. Work is cut into fixed-size chunks summed in a fixed order, so the
 // result does not depend on the thread count (ranks with different thread
-// counts keep identical weights). Anything else (another device or dtype, or
-// `fused = false`) takes the per-tensor ATen path, which is also the naive
-// baseline of bench/optim_bench.
+// counts keep identical weights). LARS also carries each layer's |w|² from
+// one update to the next step, so its norm pass reads only the gradients
+// while the weights are unchanged in between (src/optim/carried_norms.h;
+// any ATen in-place write to a weight drops its carried norm). Anything else
+// (another device or dtype, or `fused = false`) takes the per-tensor ATen
+// path, which is also the naive baseline of `bigbatch bench optim`.
 //
 // A gradient with an inf or NaN anywhere makes the norm pass non-finite; the
 // step is then skipped (weights and state untouched) and reported in
