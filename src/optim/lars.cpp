@@ -46,6 +46,9 @@ class Lars final : public Optimizer {
     for (size_t i = 0; i < params_.size(); ++i) {
       readW_[i] = ptr[i].g && !excluded_[i] && !carried_->valid(i, params_[i].tensor);
     }
+    // Pass 1 walks from the last layers back: backward wrote the first
+    // layers' gradients last, and pass 2 (forward) then starts on what
+    // pass 1 left in cache.
     partials_.assign(p.chunks().size() * 2, 0.0);
     p.forEach([&](size_t c) {
       const Chunk& ch = p.chunks()[c];
@@ -57,7 +60,7 @@ class Lars final : public Optimizer {
       } else {
         kernels::sumSquares(q.g + ch.begin, nullptr, n, &partials_[2 * c + 1]);
       }
-    });
+    }, /*backward=*/true);
     p.reduce(partials_, 2, norms_);
     // The norm pass saw the scaled gradient; gs is a power of two, so
     // |gs·g| = gs·|g| exactly.
@@ -84,7 +87,7 @@ class Lars final : public Optimizer {
       kernels::larsUpdate(q.w + ch.begin, q.g + ch.begin, q.b[0] + ch.begin, ch.end - ch.begin, m,
                           coeff[ch.tensor], decay[ch.tensor], static_cast<float>(gs),
                           excluded_[ch.tensor] ? nullptr : &updatePartials_[c]);
-    }, /*backward=*/true);  // the gradients read last by pass 1 first
+    });
     p.reduce(updatePartials_, 1, newNorms_);
     for (size_t i = 0; i < params_.size(); ++i) {
       if (ptr[i].g && !excluded_[i]) carried_->store(i, params_[i].tensor, newNorms_[i]);

@@ -39,9 +39,9 @@ class MultiTensorPlan {
 
   // Calls fn(chunkIndex) once for every chunk, on the intra-op threads.
   // Each thread walks its own contiguous range of chunks, forward or
-  // (`backward`) from its end: a pass that follows a forward pass over the
-  // same data then starts on the chunks that pass touched last, which may
-  // still be in cache.
+  // (`backward`) from its end: of two passes over the same data in opposite
+  // directions, the second starts on the chunks the first touched last,
+  // which may still be in cache.
   template <class Fn>
   void forEach(Fn&& fn, bool backward = false) const {
     const int threads = at::get_num_threads();
