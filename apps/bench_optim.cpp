@@ -82,6 +82,10 @@ int runBenchOptim(const BenchOptimOptions& o) {
   BIGBATCH_CHECK(!models.empty() && !optimizers.empty(), InvalidArgument,
                  "--models and --optimizers must each name at least one entry");
   for (const auto& name : optimizers) bytesPerValue(name);
+  for (const auto& name : models) {
+    BIGBATCH_CHECK(name == "resnet50" || name == "cnn", InvalidArgument,
+                   "--models: '{}' is not resnet50 or cnn", name);
+  }
   if (!o.json) {
     fmt::print("# bigbatch bench optim: {} thread(s); times are medians per step\n", threads);
     fmt::print("{:>9} {:>5} {:>7} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>8} {:>8}\n", "model",

@@ -35,6 +35,21 @@
 
 namespace {
 
+// A whole number of at least `lo`; CLI11 prefixes the message with the
+// option's name.
+CLI::Validator atLeast(long long lo) {
+  return CLI::Validator(
+      [lo](std::string& text) -> std::string {
+        try {
+          size_t used = 0;
+          if (std::stoll(text, &used) >= lo && used == text.size()) return "";
+        } catch (const std::exception&) {
+        }
+        return "must be a whole number >= " + std::to_string(lo) + " (got '" + text + "')";
+      },
+      "");
+}
+
 int runTrain(const std::string& configPath, const std::vector<std::string>& sets,
              const std::string& runDir, bool overwrite, bool quiet, bool verbose, int workers,
              const std::string& initFrom, const std::string& resume,
@@ -178,10 +193,13 @@ int main(int argc, char** argv) {
   benchAllreduce
       ->add_option("--iters", ar.iterations,
                    "timed calls per size and algorithm (0: about 2 GB moved, 5 to 200)")
+      ->check(atLeast(0))
       ->capture_default_str();
   benchAllreduce->add_option("--warmup", ar.warmup, "untimed calls before timing")
+      ->check(atLeast(0))
       ->capture_default_str();
   benchAllreduce->add_option("--timeout-ms", ar.timeoutMs, "deadline of each wait (ms)")
+      ->check(atLeast(1))
       ->capture_default_str();
   benchAllreduce
       ->add_option("--chunk-bytes", ar.shmChunkBytes,
@@ -203,8 +221,11 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   benchOptim->add_option("--optimizers", bo.optimizers, "lars, lamb, sgd")->capture_default_str();
   benchOptim->add_option("--iterations", bo.iterations, "timed steps per path; 0: 4e8 / parameter values, within 20..5000 (20 for ResNet-50)")
+      ->check(atLeast(0))
       ->capture_default_str();
-  benchOptim->add_option("--threads", bo.threads, "intra-op threads; 0: all cores")->capture_default_str();
+  benchOptim->add_option("--threads", bo.threads, "intra-op threads; 0: all cores")
+      ->check(atLeast(0))
+      ->capture_default_str();
   benchOptim->add_flag("--json", bo.json, "one JSON object per row instead of the table (default: off)");
 
   bigbatch::BenchPipelineOptions bp;
@@ -217,8 +238,11 @@ int main(int argc, char** argv) {
   benchPipeline->add_option("--size", bp.size, "output crop side in pixels")->capture_default_str();
   benchPipeline->add_option("--batch", bp.batch, "images per batch")->capture_default_str();
   benchPipeline->add_option("--epochs", bp.epochs, "epochs, each timed")->capture_default_str();
-  benchPipeline->add_option("--prefetch", bp.prefetch, "batches in flight")->capture_default_str();
+  benchPipeline->add_option("--prefetch", bp.prefetch, "batches in flight")
+      ->check(atLeast(1))
+      ->capture_default_str();
   benchPipeline->add_option("--cache-mb", bp.cacheMb, "decoded-image cache budget in MiB (0: none)")
+      ->check(atLeast(0))
       ->capture_default_str();
   benchPipeline->add_flag("--json", bp.json, "one JSON object per epoch instead of the table (default: off)");
 

@@ -99,6 +99,22 @@ TEST(Cli, BenchAllreduceJsonRows) {
   EXPECT_NE(o.output.find("\"busbw\":"), std::string::npos);
 }
 
+TEST(Cli, BenchCountsOutOfRangeAreRejectedByName) {
+  for (const char* args : {"bench optim --threads -1", "bench optim --iterations -5",
+                           "bench allreduce --iters -2", "bench allreduce --timeout-ms 0",
+                           "bench pipeline --prefetch 0", "bench pipeline --cache-mb x"}) {
+    Outcome o = run(args);
+    EXPECT_NE(o.status, 0) << args << "\n" << o.output;
+    const std::string option = std::string(args).substr(std::string(args).find("--"));
+    const std::string name = option.substr(0, option.find(' '));
+    EXPECT_NE(o.output.find(name + ": must be a whole number"), std::string::npos)
+        << args << "\n" << o.output;
+  }
+  Outcome o = run("bench optim --models resnet18");
+  EXPECT_EQ(o.status, 1) << o.output;
+  EXPECT_NE(o.output.find("'resnet18' is not resnet50 or cnn"), std::string::npos) << o.output;
+}
+
 TEST(Cli, BenchAllreduceRejectsUnknownAlgorithm) {
   Outcome o = run("bench allreduce --algorithms tree");
   EXPECT_EQ(o.status, 1) << o.output;
