@@ -39,6 +39,7 @@
 #include "fault_injection.h"
 #include "model_state.h"
 #include "recipe.h"
+#include "run_report.h"
 #include "run_totals.h"
 
 namespace bigbatch {
@@ -136,6 +137,40 @@ int64_t configHash(const Config& c) {
 
 std::string f4(double v) { return fmt::format("{:.4f}", v); }
 std::string f6(double v) { return fmt::format("{:.6g}", v); }
+
+// After a step the optimizer refused (a non-finite gradient; every rank is
+// here, since the gradients are the same everywhere): a finite loss whose
+// scaled gradients overflowed is the loss scaler's business (back off, skip
+// the step); at the scale's floor, or with a non-finite loss on some rank,
+// the training itself diverged — skipped when train.nonfinite = skip,
+// otherwise an Error naming where. Returns the steps skipped (1).
+int64_t skipOrStop(DistributedDataParallel& ddp, bool poisoned, int rank,
+                   std::optional<DynamicLossScaler>& scaler, torch::nn::Module& model,
+                   bool skipNonFinite, int64_t epoch, int64_t stepInEpoch, int64_t globalStep) {
+  const double source = ddp.allreduceMax({poisoned ? rank + 1.0 : 0.0})[0];
+  const double scaleBefore = scaler ? scaler->scale() : 1.0;
+  if (scaler && source == 0 && !scaler->atFloor()) {
+    scaler->update(false);
+    log().debug("step {} (epoch {}): gradients overflowed at loss scale {:g}; skipped, "
+                "scale now {:g}",
+                globalStep, epoch, scaleBefore, scaler->scale());
+    return 1;
+  }
+  const std::string where =
+      source > 0 ? fmt::format("rank {}'s loss was not finite", static_cast<int>(source) - 1)
+                 : fmt::format("first in '{}'{}", firstNonFiniteGradient(model),
+                               scaler ? fmt::format(", at the loss-scale floor {:g}", scaleBefore)
+                                      : std::string());
+  if (!skipNonFinite) {
+    BIGBATCH_THROW(Error,
+                   "non-finite gradient at epoch {} step {} (global step {}; {}); the weights "
+                   "were left unchanged. Lower optim.lr, raise schedule.warmup_epochs, or set "
+                   "train.nonfinite = skip",
+                   epoch, stepInEpoch, globalStep, where);
+  }
+  log().warn("skipped step {} (epoch {}): non-finite gradient ({})", globalStep, epoch, where);
+  return 1;
+}
 
 }  // namespace
 
@@ -614,35 +649,8 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
              scaler ? scaler->inverse() : 1.0});
         if (stepped.applied && scaler) scaler->update(true);
         if (!stepped.applied) {
-          // Every rank is here (the gradients are the same everywhere).
-          const double source = ddp.allreduceMax({poisoned ? rank + 1.0 : 0.0})[0];
-          // A finite loss whose scaled gradients overflowed is the loss
-          // scaler's business (back off, skip the step); at the scale's floor,
-          // or with a non-finite loss, the training itself diverged.
-          const double scaleBefore = scaler ? scaler->scale() : 1.0;
-          if (scaler && source == 0 && !scaler->atFloor()) {
-            scaler->update(false);
-            ++skipped;
-            log().debug("step {} (epoch {}): gradients overflowed at loss scale {:g}; skipped, "
-                        "scale now {:g}",
-                        step + 1, epoch, scaleBefore, scaler->scale());
-          } else {
-            const std::string where =
-                source > 0
-                    ? fmt::format("rank {}'s loss was not finite", static_cast<int>(source) - 1)
-                    : fmt::format("first in '{}'{}", firstNonFiniteGradient(*model),
-                                  scaler ? fmt::format(", at the loss-scale floor {:g}", scaleBefore)
-                                         : std::string());
-            if (!skipNonFinite) {
-              BIGBATCH_THROW(Error,
-                             "non-finite gradient at epoch {} step {} (global step {}; {}); the "
-                             "weights were left unchanged. Lower optim.lr, raise "
-                             "schedule.warmup_epochs, or set train.nonfinite = skip",
-                             epoch, s + 1, step + 1, where);
-            }
-            ++skipped;
-            log().warn("skipped step {} (epoch {}): non-finite gradient ({})", step + 1, epoch, where);
-          }
+          skipped += skipOrStop(ddp, poisoned, rank, scaler, *model, skipNonFinite, epoch, s + 1,
+                                step + 1);
         }
         optimizerS += secondsSince(t4);
         if (tracing) {
@@ -758,55 +766,26 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
                      {{"status", result.reachedTarget ? "success" : "aborted"}});
   ml.close();
 
+  RunFacts facts;
+  facts.initSeconds = initSeconds;
+  facts.threadsPerRank = threads;
+  facts.accumulationSteps = accumulation;
+  facts.virtualWorkers = groups;
+  facts.optimizer = c.getString("optim.name");
+  facts.peakLr = peakLr;
+  facts.precision = precisionName(precision);
+  facts.exchangeDtype = c.getString("ddp.exchange_dtype");
+  facts.lossScaling = scaler.has_value();
+  facts.finalLossScale = scaler ? scaler->scale() : 1.0;
+  facts.exchangeBytesPerStep = exchangeBytes;
+  facts.model = c.getString("model.name");
+  facts.parameters = countParameters(*model);
   if (runDir) {
     // Rank 0's weights and BatchNorm statistics, readable by torch.load.
     saveStateDict(*model, runDir->file("model.pt"));
-    nlohmann::ordered_json summary;
-    summary["reached_target"] = result.reachedTarget;
-    summary["target_accuracy"] = result.targetAccuracy;
-    summary["final_accuracy"] = result.finalAccuracy;
-    summary["best_accuracy"] = result.bestAccuracy;
-    summary["time_to_target_s"] = result.reachedTarget ? nlohmann::ordered_json(result.timeToTargetS)
-                                                       : nlohmann::ordered_json();
-    summary["train_time_s"] = result.trainTimeS;
-    summary["init_time_s"] = initSeconds;
-    summary["throughput_img_s"] = result.throughputImgS;
-    summary["epochs"] = result.epochs;
-    summary["steps"] = result.steps;
-    summary["global_batch_size"] = result.globalBatchSize;
-    summary["world_size"] = result.worldSize;
-    summary["threads_per_rank"] = threads;
-    summary["accumulation_steps"] = accumulation;
-    summary["virtual_workers"] = groups;
-    summary["optimizer"] = c.getString("optim.name");
-    summary["peak_lr"] = peakLr;
-    summary["precision"] = precisionName(precision);
-    summary["exchange_dtype"] = c.getString("ddp.exchange_dtype");
-    summary["loss_scaling"] = scaler.has_value();
-    summary["final_loss_scale"] = scaler ? scaler->scale() : 1.0;
-    summary["exchange_bytes_per_step"] = exchangeBytes;
-    summary["model"] = c.getString("model.name");
-    summary["parameters"] = countParameters(*model);
-    summary["first_epoch_loss"] = result.firstLoss;
-    summary["last_epoch_loss"] = result.lastLoss;
-    runDir->writeJson("summary.json", summary);
+    runDir->writeJson("summary.json", summaryJson(result, facts));
   }
-
-  if (!quiet) {
-    if (result.reachedTarget) {
-      fmt::print("reached target {:.2f}% in {} epochs: time to accuracy {:.1f} s "
-                 "(MLPerf run_start to run_stop; {:.1f} s initialisation before it), "
-                 "{:.0f} img/s on {} rank(s)\n",
-                 100 * target, result.epochs, result.timeToTargetS, initSeconds,
-                 result.throughputImgS, worldSize);
-    } else {
-      fmt::print("target {:.2f}% NOT reached in {} epochs: best {:.2f}%, final {:.2f}%, "
-                 "{:.1f} s, {:.0f} img/s on {} rank(s)\n",
-                 100 * target, result.epochs, 100 * result.bestAccuracy,
-                 100 * result.finalAccuracy, result.trainTimeS, result.throughputImgS, worldSize);
-    }
-    std::fflush(stdout);
-  }
+  if (!quiet) printOutcome(result, facts);
   return result;
 }
 
