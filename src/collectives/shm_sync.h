@@ -4,19 +4,19 @@
 // counter is >= e. No reset is needed between calls, and a rank never waits
 // on a location another rank writes concurrently with anything but a load.
 //
-// Waits spin (a step is a few microseconds when every rank has a core), yield
-// after a short spin so oversubscribed ranks let their peers run, poll peers'
-// error notices, and raise TimeoutError naming the slowest rank once the
-// communicator's deadline passes: a peer that died mid-collective ends the
-// wait instead of hanging it.
+// Waits spin (a step is a few microseconds when every rank has a core), then
+// yield — or sleep, on the communication thread (comm/peer_wait.h) — poll
+// peers' error notices, and raise TimeoutError naming the slowest rank once
+// the communicator's deadline passes: a peer that died mid-collective ends
+// the wait instead of hanging it.
 #pragma once
 
-#include <sched.h>
 
 #include <chrono>
 #include <cstdint>
 
 #include "bigbatch/comm/communicator.h"
+#include "bigbatch/comm/peer_wait.h"
 #include "bigbatch/common/error.h"
 
 namespace bigbatch {
@@ -39,17 +39,12 @@ inline void shmWaitAll(Communicator& comm, SharedSegment& seg, uint64_t step, co
   const int n = comm.size();
   int next = 0;  // ranks below `next` are known to have arrived
   std::chrono::steady_clock::time_point deadline{};
-  for (uint64_t spin = 0;; ++spin) {
+  PeerWait wait;  // spin, then yield (compute thread) or sleep (background)
+  for (;;) {
     while (next < n && shmLoad(shmCounter(seg, next)) >= step) ++next;
     if (next == n) return;
-    // `pause` tells the CPU (and a hypervisor's pause-loop exiting) that this
-    // is a spin, so a sibling hyperthread or vCPU gets the core.
-#if defined(__x86_64__) || defined(__i386__)
-    __builtin_ia32_pause();
-#endif
-    if (spin < 256) continue;
-    sched_yield();
-    if ((spin & 255) == 0) {
+    wait.idle();
+    if (wait.polls() > 256 && (wait.polls() & 255) == 0) {
       comm.pollPeerErrors();
       const auto now = std::chrono::steady_clock::now();
       if (deadline == std::chrono::steady_clock::time_point{}) {

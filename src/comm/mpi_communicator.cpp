@@ -1,7 +1,5 @@
 #include "bigbatch/comm/mpi_communicator.h"
 
-#include <sched.h>
-
 #include <chrono>
 #include <climits>
 #include <cstdlib>
@@ -9,6 +7,7 @@
 #include <algorithm>
 #include <vector>
 
+#include "bigbatch/comm/peer_wait.h"
 #include "bigbatch/common/error.h"
 
 namespace bigbatch {
@@ -52,6 +51,7 @@ class MpiRequest : public Request {
     const auto deadline = start + std::chrono::milliseconds(comm_->timeoutMs());
     MPI_Status status;
     int flag = 0;
+    PeerWait idle;  // spin, then yield (compute thread) or sleep (background)
     for (uint64_t spin = 0;; ++spin) {
       int rc = MPI_Test(&req_, &flag, &status);
       if (rc != MPI_SUCCESS) {
@@ -73,9 +73,8 @@ class MpiRequest : public Request {
                          peer_, isRecv_ ? "send to this rank" : "receive from this rank", tag_,
                          bytes_, comm_->timeoutMs());
         }
-        // Oversubscribed ranks (more ranks than cores) must let the peer run.
-        sched_yield();
       }
+      idle.idle();
     }
     req_ = MPI_REQUEST_NULL;
     if (isRecv_) {

@@ -1,5 +1,7 @@
 #include "bigbatch/ddp/comm_thread.h"
 
+#include "bigbatch/comm/peer_wait.h"
+
 namespace bigbatch {
 
 CommThread::CommThread() : thread_([this] { loop(); }) {}
@@ -38,6 +40,9 @@ void CommThread::waitAll() {
 void CommThread::run(std::function<void()> task) { waitFor(submit(std::move(task))); }
 
 void CommThread::loop() {
+  // Its waits for peers sleep instead of yielding: on CPU training this
+  // thread shares its rank's cores with backward (comm/peer_wait.h).
+  PeerWait::setBackground(true);
   while (true) {
     std::function<void()> task;
     {
