@@ -11,7 +11,6 @@
 // the wait instead of hanging it.
 #pragma once
 
-
 #include <chrono>
 #include <cstdint>
 
