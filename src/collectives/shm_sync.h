@@ -43,7 +43,7 @@ inline void shmWaitAll(Communicator& comm, SharedSegment& seg, uint64_t step, co
     while (next < n && shmLoad(shmCounter(seg, next)) >= step) ++next;
     if (next == n) return;
     wait.idle();
-    if (wait.polls() > 256 && (wait.polls() & 255) == 0) {
+    if (wait.polls() > PeerWait::kSpinPolls && (wait.polls() & 255) == 0) {
       comm.pollPeerErrors();
       const auto now = std::chrono::steady_clock::now();
       if (deadline == std::chrono::steady_clock::time_point{}) {

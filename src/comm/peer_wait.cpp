@@ -9,7 +9,6 @@
 namespace bigbatch {
 namespace {
 thread_local bool tBackground = false;
-constexpr uint64_t kSpinPolls = 256;  // about 10-20 µs of pause hints
 constexpr uint32_t kFirstSleepUs = 5, kMaxSleepUs = 200;
 }  // namespace
 
@@ -18,7 +17,7 @@ bool PeerWait::background() { return tBackground; }
 
 void PeerWait::idle() {
   ++polls_;
-  if (polls_ <= kSpinPolls) {
+  if (polls_ <= kSpinPolls) {  // about 10-20 µs of pause hints
     // `pause` tells the CPU (and a hypervisor's pause-loop exiting) that this
     // is a spin, so a sibling hyperthread or vCPU gets the core.
 #if defined(__x86_64__) || defined(__i386__)

@@ -25,6 +25,9 @@ namespace bigbatch {
 
 class PeerWait {
  public:
+  // Polls that only spin before a wait starts yielding or sleeping.
+  static constexpr uint64_t kSpinPolls = 256;
+
   // Marks the calling thread as a background thread (sleeps in long waits).
   static void setBackground(bool background);
   static bool background();
