@@ -2,30 +2,22 @@
 
 #include <chrono>
 #include <cmath>
-#include <ctime>
-#include <csignal>
-#include <cstdlib>
 #include <filesystem>
-#include <map>
 #include <fstream>
+#include <limits>
 #include <thread>
 
 #include "bigbatch/amp/loss_scaler.h"
 #include "bigbatch/amp/precision.h"
 #include "bigbatch/ckpt/checkpoint.h"
 #include "bigbatch/ckpt/state_dict.h"
-#include "bigbatch/collectives/allreduce.h"
-#include "bigbatch/comm/in_process_communicator.h"
-#include "bigbatch/comm/mpi_communicator.h"
 #include "bigbatch/common/error.h"
-#include "bigbatch/common/hash.h"
 #include "bigbatch/common/mlperf_logger.h"
-#include "bigbatch/ddp/distributed_data_parallel.h"
-#include "bigbatch/ddp/heartbeat.h"
 #include "bigbatch/data/batch.h"
 #include "bigbatch/data/dataset.h"
 #include "bigbatch/data/input_pipeline.h"
 #include "bigbatch/data/sampler.h"
+#include "bigbatch/ddp/distributed_data_parallel.h"
 #include "bigbatch/models/model_options.h"
 #include "bigbatch/optim/optimizer.h"
 #include "bigbatch/schedule/batch_schedule.h"
@@ -34,13 +26,16 @@
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/progress.h"
 #include "bigbatch/train/resume.h"
-#include "bigbatch/train/timeline.h"
 #include "bigbatch/train/run_dir.h"
-#include "fault_injection.h"
+#include "bigbatch/train/timeline.h"
+#include "evaluation.h"
 #include "model_state.h"
 #include "recipe.h"
 #include "run_report.h"
+#include "run_start.h"
 #include "run_totals.h"
+#include "stall_guard.h"
+#include "train_step.h"
 
 namespace bigbatch {
 namespace {
@@ -65,28 +60,6 @@ std::string cpuModel() {
   return "unknown CPU";
 }
 
-std::string utcStamp() {
-  std::time_t now = std::time(nullptr);
-  char buf[32];
-  std::strftime(buf, sizeof(buf), "%Y%m%d-%H%M%S", std::gmtime(&now));
-  return buf;
-}
-
-std::string runName(const Config& c, const TrainOptions& o) {
-  std::string name = c.getString("run.name");
-  if (name.empty()) {
-    name = o.configPath.empty() ? "run" : std::filesystem::path(o.configPath).stem().string();
-  }
-  return name;
-}
-
-std::string resolveRunDir(const Config& c, const TrainOptions& o) {
-  if (!o.runDir.empty()) return o.runDir;
-  if (!c.getString("run.dir").empty()) return c.getString("run.dir");
-  return (std::filesystem::path(c.getString("run.out_dir")) / (runName(c, o) + "-" + utcStamp()))
-      .string();
-}
-
 void toChannelsLast(torch::nn::Module& model) {
   torch::NoGradGuard noGrad;
   for (auto& p : model.parameters()) {
@@ -94,83 +67,8 @@ void toChannelsLast(torch::nn::Module& model) {
   }
 }
 
-// Correct top-1 predictions of `model` on this rank's shard of `data` (rank
-// r takes the r-th contiguous slice), in chunks of `batch` images.
-int64_t evaluateShard(ImageClassifierImpl& model, const Dataset& data, int64_t batch,
-                      bool channelsLast, Precision precision, int rank, int worldSize) {
-  torch::NoGradGuard noGrad;
-  const AutocastScope autocast(precision, c10::DeviceType::CPU);
-  model.eval();
-  int64_t correct = 0;
-  const int64_t lo = data.size() * rank / worldSize, hi = data.size() * (rank + 1) / worldSize;
-  std::vector<int64_t> idx;
-  for (int64_t begin = lo; begin < hi; begin += batch) {
-    const int64_t n = std::min(batch, hi - begin);
-    idx.resize(n);
-    for (int64_t i = 0; i < n; ++i) idx[i] = begin + i;
-    Batch b = assembleBatch(data, idx, AugmentOptions{}, 0, 0, channelsLast);
-    correct += model.forward(b.images).argmax(1).eq(b.labels).sum().item<int64_t>();
-  }
-  model.train();
-  return correct;
-}
-
-// Forward in `groups` BatchNorm groups (ghost batch norm): every layer but
-// BatchNorm treats samples independently, so running the groups one after
-// another gives each its own batch statistics and changes nothing else.
-torch::Tensor forwardGroups(ImageClassifierImpl& model, const torch::Tensor& images, int64_t groups) {
-  const int64_t n = images.size(0);
-  if (groups <= 1 || n < 2 * groups) return model.forward(images);
-  std::vector<torch::Tensor> parts;
-  for (int64_t g = 0; g < groups; ++g) {
-    const int64_t lo = n * g / groups, hi = n * (g + 1) / groups;
-    parts.push_back(model.forward(images.slice(0, lo, hi)));
-  }
-  return torch::cat(parts);
-}
-
-// A 63-bit FNV-1a hash of the resolved config, for the rank agreement check.
-int64_t configHash(const Config& c) {
-  const std::string text = c.toToml();
-  return static_cast<int64_t>(fnv1a64(text.data(), text.size()) >> 1);
-}
-
 std::string f4(double v) { return fmt::format("{:.4f}", v); }
 std::string f6(double v) { return fmt::format("{:.6g}", v); }
-
-// After a step the optimizer refused (a non-finite gradient; every rank is
-// here, since the gradients are the same everywhere): a finite loss whose
-// scaled gradients overflowed is the loss scaler's business (back off, skip
-// the step); at the scale's floor, or with a non-finite loss on some rank,
-// the training itself diverged — skipped when train.nonfinite = skip,
-// otherwise an Error naming where. Returns the steps skipped (1).
-int64_t skipOrStop(DistributedDataParallel& ddp, bool poisoned, int rank,
-                   std::optional<DynamicLossScaler>& scaler, torch::nn::Module& model,
-                   bool skipNonFinite, int64_t epoch, int64_t stepInEpoch, int64_t globalStep) {
-  const double source = ddp.allreduceMax({poisoned ? rank + 1.0 : 0.0})[0];
-  const double scaleBefore = scaler ? scaler->scale() : 1.0;
-  if (scaler && source == 0 && !scaler->atFloor()) {
-    scaler->update(false);
-    log().debug("step {} (epoch {}): gradients overflowed at loss scale {:g}; skipped, "
-                "scale now {:g}",
-                globalStep, epoch, scaleBefore, scaler->scale());
-    return 1;
-  }
-  const std::string where =
-      source > 0 ? fmt::format("rank {}'s loss was not finite", static_cast<int>(source) - 1)
-                 : fmt::format("first in '{}'{}", firstNonFiniteGradient(model),
-                               scaler ? fmt::format(", at the loss-scale floor {:g}", scaleBefore)
-                                      : std::string());
-  if (!skipNonFinite) {
-    BIGBATCH_THROW(Error,
-                   "non-finite gradient at epoch {} step {} (global step {}; {}); the weights "
-                   "were left unchanged. Lower optim.lr, raise schedule.warmup_epochs, or set "
-                   "train.nonfinite = skip",
-                   epoch, stepInEpoch, globalStep, where);
-  }
-  log().warn("skipped step {} (epoch {}): non-finite gradient ({})", globalStep, epoch, where);
-  return 1;
-}
 
 }  // namespace
 
@@ -178,91 +76,18 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   validateTrainingConfig(userConfig);
   Config c = userConfig;  // a resume on another world size adjusts the accumulation steps
 
-  // The ranks: given, MPI's world under mpirun, or this process alone.
-  std::unique_ptr<Communicator> ownedComm;
-  Communicator* comm = o.comm;
-  if (!comm) {
-    if (MpiCommunicator::launchedByMpi()) {
-      ownedComm = MpiCommunicator::world();
-    } else {
-      ownedComm = std::move(makeInProcessGroup(1)[0]);
-    }
-    comm = ownedComm.get();
-  }
-  comm->setTimeoutMs(static_cast<int64_t>(c.getFloat("comm.timeout_s") * 1000.0));
-  const int rank = comm->rank(), worldSize = comm->size();
-  if (!o.comm) setErrorRank(rank);
-  initLogging(rank, o.verbosity);
-  const bool lead = rank == 0;
-  const bool quiet = o.verbosity == Verbosity::kQuiet || !lead;
-
   // MLPerf timing: init_start .. init_stop covers set-up; the score is
   // run_stop - run_start, and run_start comes right after init_stop.
-  std::unique_ptr<RunDir> runDir;
-  MlperfLogger ml;  // stays closed (silent) on ranks other than 0
   const auto initStart = Clock::now();
-  std::exception_ptr setupError;
-  // Resume: every rank finds and reads the same checkpoint itself.
-  std::optional<ResumePoint> resume;
-  std::vector<std::string> changedKeys;
-  try {
-    resume = findResumePoint(c, o.resume, o.runDir, runName(c, o));
-    if (resume) {
-      const int64_t accumulation =
-          checkResumeCompatible(c, resume->checkpoint, worldSize, resume->path, &changedKeys);
-      c.setValue("train.accumulation_steps", accumulation, "--resume");
-    }
-  } catch (const std::exception&) {
-    setupError = std::current_exception();
-  }
-  if (lead && !setupError) {
-    try {
-      TrainOptions dirOptions = o;
-      if (resume && !resume->runDir.empty()) dirOptions.runDir = resume->runDir;
-      runDir = std::make_unique<RunDir>(resolveRunDir(c, dirOptions), o.overwrite,
-                                        resume ? resume->checkpoint.epoch : 0);
-      runDir->writeText("config.toml", c.toToml());
-      ml.open(runDir->file("mlperf.log"), /*echo=*/false);
-    } catch (const std::exception&) {
-      setupError = std::current_exception();
-    }
-  }
-  // Rank agreement before any work: every rank's set-up succeeded, and all
-  // were started with the same config (one 32-byte collective).
-  {
-    const int64_t hash = configHash(c);
-    int64_t v[4] = {setupError ? rank + 1 : 0, hash, -hash, resume ? resume->checkpoint.globalStep : -1};
-    int64_t resumeStep = v[3];
-    if (worldSize > 1) allreduceMaxInt64(*comm, v, 4, /*tag=*/0x7e10);
-    if (setupError) std::rethrow_exception(setupError);
-    BIGBATCH_CHECK(v[0] == 0, Error, "rank {} failed to set up the run (see its message)", v[0] - 1);
-    BIGBATCH_CHECK(v[1] == -v[2], MismatchError,
-                   "the ranks were started with different configs (config hashes differ); start "
-                   "every rank with the same recipe and --set options");
-    BIGBATCH_CHECK(v[3] == resumeStep, MismatchError,
-                   "the ranks found different checkpoints to resume from (step {} here, up to {} "
-                   "on another rank); give --resume an explicit checkpoint file",
-                   resumeStep, v[3]);
-  }
-  if (resume && !quiet) {
-    fmt::print("resuming from {} (epoch {}, step {} of it, {} steps done){}\n", resume->path,
-               resume->checkpoint.epoch, resume->checkpoint.stepInEpoch,
-               resume->checkpoint.globalStep,
-               resume->checkpoint.worldSize != worldSize
-                   ? fmt::format("; it was written by {} rank(s): global batch {} kept with {} "
-                                 "accumulation step(s), rank r takes rank (r mod {})'s BatchNorm "
-                                 "statistics",
-                                 resume->checkpoint.worldSize, resume->checkpoint.globalBatch,
-                                 c.getInt("train.accumulation_steps"), resume->checkpoint.worldSize)
-                   : std::string());
-    if (!changedKeys.empty()) {
-      fmt::print("  config changed since the checkpoint (the continuation is not bit-exact): {}\n",
-                 fmt::join(changedKeys, ", "));
-    }
-    std::fflush(stdout);
-  } else if (!o.resume.empty() && !quiet) {
-    fmt::print("--resume {}: no checkpoint found; starting from scratch\n", o.resume);
-  }
+  MlperfLogger ml;  // stays closed (silent) on ranks other than 0
+  RunStart start = startRun(c, o, ml);
+  Communicator* comm = start.comm;
+  const int rank = start.rank, worldSize = start.worldSize;
+  const bool lead = rank == 0;
+  const bool quiet = o.verbosity == Verbosity::kQuiet || !lead;
+  const std::unique_ptr<RunDir>& runDir = start.runDir;
+  const std::optional<ResumePoint>& resume = start.resume;
+  if (!quiet) announceResume(start, c, o);
   BIGBATCH_MLLOG_POINT(ml, mlkey::kCacheClear, true);
   BIGBATCH_MLLOG_START(ml, mlkey::kInitStart);
 
@@ -281,8 +106,8 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
     if (c.getString("data.dataset") == "synthetic") {
       job.trainData = makeSyntheticDataset(std::max<int64_t>(c.getInt("data.train_samples"), 1024),
                                            1, 28, 28, 10, seed);
-      job.testData = makeSyntheticDataset(std::max<int64_t>(c.getInt("data.eval_samples"), 1024),
-                                          1, 28, 28, 10, seed + 1);
+      job.testData = makeSyntheticDataset(std::max<int64_t>(c.getInt("data.eval_samples"), 1024), 1,
+                                          28, 28, 10, seed + 1);
     } else {
       job.trainData = loadFashionMnist(c.getString("data.path"), "train");
       job.testData = loadFashionMnist(c.getString("data.path"), "test");
@@ -321,32 +146,10 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
       }
     };
   }
-  // A rank stuck inside a call without a deadline of its own (MPI's) ends the
-  // job instead of hanging it; our own collectives fail first, at the
-  // deadline, naming the rank.
-  std::unique_ptr<StallWatchdog> watchdog;
-  const double timeoutS = c.getFloat("comm.timeout_s");
-  // Each rank's step in shared memory, so the survivors can name the one
-  // that stopped (collective: every rank builds it here).
-  Heartbeat heartbeat(*comm);
-  std::atomic<int64_t> currentStep{0};
-  std::atomic<int> currentPhase{Heartbeat::kCompute};
-  if (worldSize > 1 && comm->transportName() == "MPI") {
-    const auto limit = std::chrono::milliseconds(static_cast<int64_t>(timeoutS * 1000.0));
-    watchdog = std::make_unique<StallWatchdog>(limit, [&heartbeat, &currentStep, &currentPhase, rank,
-                                                       timeoutS](const std::string& op, double stuck) {
-      const std::string who = heartbeat.describeLaggards(
-          currentStep.load(), static_cast<Heartbeat::Phase>(currentPhase.load()));
-      std::fprintf(stderr,
-                   "bigbatch: error: [rank %d] stall watchdog: %s at step %lld has not finished "
-                   "after %.1f s (comm.timeout_s = %g): stopped answering: %s; ending the job\n",
-                   rank, op.c_str(), static_cast<long long>(currentStep.load()), stuck, timeoutS,
-                   who.c_str());
-      std::fflush(stderr);
-      std::_Exit(1);  // mpirun then ends every rank
-    });
-    ddpOptions.watchdog = watchdog.get();
-  }
+  // Each rank's step and phase in shared memory, and under MPI a watchdog
+  // that ends a stalled job naming the rank that stopped (collective).
+  StallGuard stallGuard(*comm, c.getFloat("comm.timeout_s"));
+  ddpOptions.watchdog = stallGuard.watchdog();
   DistributedDataParallel ddp(*model, *comm, ddpOptions);
   // Gradient bytes each rank hands to the allreduce per optimizer step.
   int64_t exchangeBytes = 0;
@@ -428,22 +231,23 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   BIGBATCH_MLLOG_POINT(ml, mlkey::kTrainSamples, trainData.size());
   BIGBATCH_MLLOG_POINT(ml, mlkey::kEvalSamples, testData.size());
   logOptimizer(ml, c, peakLr,
-               static_cast<int64_t>(std::llround((epochs - c.getFloat("schedule.warmup_epochs")) *
-                                                 stepsPerEpoch)));
+               static_cast<int64_t>(
+                   std::llround((epochs - c.getFloat("schedule.warmup_epochs")) * stepsPerEpoch)));
   BIGBATCH_MLLOG_POINT(ml, "model_bn_span", std::max<int64_t>(1, batchPerRank / groups));
 
   if (!quiet) {
-    fmt::print("bigbatch: {} ({} parameters), {} train / {} test images, global batch {} = {} "
-               "rank(s) x {} x {} accumulation step(s), BN groups of {}, {} thread(s) per rank, "
-               "{} gradient bucket(s), {} peak lr {:.4g}, {} compute, {} on the wire{}\n"
-               "  run directory: {}\n",
-               c.getString("model.name"), countParameters(*model), trainData.size(),
-               testData.size(), globalBatch, worldSize, batchPerRank, accumulation,
-               std::max<int64_t>(1, batchPerRank / groups), threads, ddp.buckets().size(),
-               c.getString("optim.name"), peakLr, precisionName(precision),
-               c.getString("ddp.exchange_dtype"),
-               scaler ? fmt::format(", dynamic loss scale from {:g}", scaler->scale()) : "",
-               runDir->path());
+    fmt::print(
+        "bigbatch: {} ({} parameters), {} train / {} test images, global batch {} = {} "
+        "rank(s) x {} x {} accumulation step(s), BN groups of {}, {} thread(s) per rank, "
+        "{} gradient bucket(s), {} peak lr {:.4g}, {} compute, {} on the wire{}\n"
+        "  run directory: {}\n",
+        c.getString("model.name"), countParameters(*model), trainData.size(), testData.size(),
+        globalBatch, worldSize, batchPerRank, accumulation,
+        std::max<int64_t>(1, batchPerRank / groups), threads, ddp.buckets().size(),
+        c.getString("optim.name"), peakLr, precisionName(precision),
+        c.getString("ddp.exchange_dtype"),
+        scaler ? fmt::format(", dynamic loss scale from {:g}", scaler->scale()) : "",
+        runDir->path());
     std::fflush(stdout);
   }
 
@@ -462,14 +266,15 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   int64_t trainImages = 0;
   int64_t step = 0;
   const std::vector<std::string> columns = {
-      "epoch", "step", "lr", "train_loss", "train_acc", "test_acc", "epoch_time_s", "img_s",
-      "elapsed_s", "data_s", "forward_s", "backward_s", "comm_wait_s", "comm_wait_min_s",
-      "comm_wait_max_s", "optimizer_s", "eval_s", "global_batch", "momentum", "skipped_steps",
+      "epoch",       "step",         "lr",           "train_loss",      "train_acc",
+      "test_acc",    "epoch_time_s", "img_s",        "elapsed_s",       "data_s",
+      "forward_s",   "backward_s",   "comm_wait_s",  "comm_wait_min_s", "comm_wait_max_s",
+      "optimizer_s", "eval_s",       "global_batch", "momentum",        "skipped_steps",
       "loss_scale"};
 
   // Where to start, and the totals so far (a resume continues them).
   int64_t firstEpoch = 1, firstStep = 0;
-  double elapsedBefore = 0;                              // run seconds before the resume
+  double elapsedBefore = 0;                                     // run seconds before the resume
   double carriedLoss = 0, carriedCorrect = 0, carriedSeen = 0;  // this epoch's, rank 0 only
   int64_t carriedSkipped = 0;                                   // this epoch's, every rank
   if (resume) {
@@ -534,29 +339,33 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   const int64_t everyEpochs = c.getInt("ckpt.every_epochs");
   const int64_t everySteps = c.getInt("ckpt.every_steps");
 
-  // Fault injection (tests and docs/RELIABILITY.md).
-  const std::string faultKind = c.getString("fault.kind");
-  const int64_t faultRank = c.getInt("fault.rank"), faultStep = c.getInt("fault.step");
-  const bool skipNonFinite = c.getString("train.nonfinite") == "skip";
+  StepSettings stepSettings;
+  stepSettings.accumulation = accumulation;
+  stepSettings.groups = groups;
+  stepSettings.labelSmoothing = smoothing;
+  stepSettings.precision = precision;
+  stepSettings.skipNonFinite = c.getString("train.nonfinite") == "skip";
+  stepSettings.faultKind = c.getString("fault.kind");  // tests and docs/RELIABILITY.md
+  stepSettings.faultRank = static_cast<int>(c.getInt("fault.rank"));
+  stepSettings.faultStep = c.getInt("fault.step");
+  TrainStep trainStep(*model, ddp, *optimizer, scaler ? &*scaler : nullptr, stallGuard,
+                      timeline.get(), rank, stepSettings);
 
   // A run that fails part-way still closes its MLPerf log (status aborted).
   try {
     for (int64_t epoch = firstEpoch; epoch <= epochs; ++epoch) {
-      BIGBATCH_MLLOG_START(ml, mlkey::kBlockStart, {{"first_epoch_num", epoch}, {"epoch_count", 1}});
+      BIGBATCH_MLLOG_START(ml, mlkey::kBlockStart,
+                           {{"first_epoch_num", epoch}, {"epoch_count", 1}});
       BIGBATCH_MLLOG_START(ml, mlkey::kEpochStart, {{"epoch_num", epoch}});
       const auto epochStart = Clock::now();
       // The batch-size schedule grows each rank's micro-batch.
       const int64_t batchFactor = batchSchedule.factor(epoch);
       const int64_t epochBatch = globalBatch * batchFactor;
       const ShardPlan plan = planEpoch(trainData.size(), epochBatch, rank, worldSize, seed, epoch);
-      double dataS = 0, forwardS = 0, backwardS = 0, commS = 0, optimizerS = 0;
+      StepTimes times;
       const int64_t startStep = epoch == firstEpoch ? firstStep : 0;
-      double lossSum = 0, correct = 0, seen = 0;
-      if (epoch == firstEpoch) {
-        lossSum = carriedLoss;
-        correct = carriedCorrect;
-        seen = carriedSeen;
-      }
+      StepTally tally;
+      if (epoch == firstEpoch) tally = {carriedLoss, carriedCorrect, carriedSeen};
       double lr = 0, momentum = 0;
       int64_t skipped = epoch == firstEpoch ? carriedSkipped : 0;
       // This rank's micro-batches of the epoch, in training order.
@@ -573,93 +382,20 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
                              std::move(microBatches));
       progress.startEpoch(epoch, epochs, plan.steps);
       for (int64_t s = startStep; s < plan.steps; ++s) {
-        currentStep.store(step + 1);
-        currentPhase.store(Heartbeat::kCompute);
-        heartbeat.beat(step + 1, Heartbeat::kCompute);
-        const bool faultNow = faultKind != "none" && rank == faultRank && step + 1 == faultStep;
-        if (faultNow) injectFault(faultKind, rank, step + 1);
-        bool poisoned = false;  // this rank's loss was not finite
-        // Images in this global batch (the last one of an epoch may be short):
-        // each rank's loss is its sum divided by this, so the summed
-        // gradients are exactly the global batch's mean gradient.
+        // Images in this global batch (the last one of an epoch may be short).
         const int64_t stepSamples = std::min(epochBatch, trainData.size() - s * epochBatch);
-        if (timeline) timeline->setStep(step + 1);
-        const bool tracing = timeline && timeline->active();
-        ddp.zeroGrad();
-        double stepLoss = 0;
-        for (int64_t a = 0; a < accumulation; ++a) {
-          auto t0 = Clock::now();
-          ddp.beginBackward(a == accumulation - 1);
-          PipelineBatch batch;  // the time waited here is the data wait
-          BIGBATCH_CHECK(pipeline.next(batch), Error,
-                         "input pipeline ended before step {} of epoch {}", s + 1, epoch);
-          if (batch.size() == 0) continue;
-          auto t1 = Clock::now();
-          torch::Tensor logits;
-          {
-            const AutocastScope autocast(precision, device);
-            logits = forwardGroups(*model, batch.images, groups);
-          }
-          logits = logits.to(torch::kFloat);  // the loss in fp32 whatever the compute type
-          torch::Tensor lossSumT = torch::nn::functional::cross_entropy(
-              logits, batch.labels,
-              torch::nn::functional::CrossEntropyFuncOptions().label_smoothing(smoothing).reduction(
-                  torch::kSum));
-          torch::Tensor loss =
-              lossSumT * ((scaler ? scaler->scale() : 1.0) / static_cast<double>(stepSamples));
-          const double v = lossSumT.item<double>();
-          // A non-finite loss poisons this rank's gradients, and the exchange
-          // carries the NaN to every rank: all ranks then see a non-finite
-          // gradient in the optimizer's norm pass and skip or stop together.
-          if (!std::isfinite(v) || (faultNow && faultKind == "nan")) {
-            poisoned = true;
-            loss = loss * std::numeric_limits<double>::quiet_NaN();
-          }
-          auto t2 = Clock::now();
-          loss.backward();
-          auto t3 = Clock::now();
-          if (!poisoned) {
-            stepLoss += v;
-            lossSum += v;
-            correct += static_cast<double>(logits.argmax(1).eq(batch.labels).sum().item<int64_t>());
-            seen += static_cast<double>(batch.size());
-          }
-          dataS += std::chrono::duration<double>(t1 - t0).count();
-          forwardS += std::chrono::duration<double>(t2 - t1).count();
-          backwardS += std::chrono::duration<double>(t3 - t2).count();
-          if (tracing) {
-            timeline->record("data", Timeline::kComputeThread, t0, t1);
-            timeline->record("forward", Timeline::kComputeThread, t1, t2);
-            timeline->record("backward", Timeline::kComputeThread, t2, t3);
-          }
-        }
-        const auto tWait = Clock::now();
-        currentPhase.store(Heartbeat::kExchange);
-        heartbeat.beat(step + 1, Heartbeat::kExchange);
-        commS += ddp.finishBackward();
-        auto t4 = Clock::now();
-        const double position = static_cast<double>(epoch - 1) + static_cast<double>(s) / plan.steps;
+        const double position =
+            static_cast<double>(epoch - 1) + static_cast<double>(s) / plan.steps;
         const double scheduled = schedule.at(position);
         lr = scheduled * batchSchedule.lrMultiplier(epoch);
         momentum = momentumSchedule.at(position);
-        // The optimizer unscales the gradients as it reads them, and its norm
-        // pass is the overflow check.
-        const StepResult stepped = optimizer->step(
-            {lr, momentum, decayFollowsLr && peakLr > 0 ? scheduled / peakLr : 1.0,
-             scaler ? scaler->inverse() : 1.0});
-        if (stepped.applied && scaler) scaler->update(true);
-        if (!stepped.applied) {
-          skipped += skipOrStop(ddp, poisoned, rank, scaler, *model, skipNonFinite, epoch, s + 1,
-                                step + 1);
-        }
-        optimizerS += secondsSince(t4);
-        if (tracing) {
-          timeline->record("comm_wait", Timeline::kComputeThread, tWait, t4);
-          timeline->record("optimizer", Timeline::kComputeThread, t4, Clock::now());
-        }
+        const StepOutcome stepped = trainStep.run(
+            pipeline, {epoch, s + 1, step + 1, stepSamples},
+            {lr, momentum, decayFollowsLr && peakLr > 0 ? scheduled / peakLr : 1.0}, times, tally);
+        if (!stepped.applied) ++skipped;
         ++step;
         if (o.onStep) {
-          const double global = ddp.allreduceSum({stepLoss})[0];
+          const double global = ddp.allreduceSum({stepped.lossSum})[0];
           // A skipped step reports NaN: its loss did not move the weights.
           o.onStep({epoch, step,
                     stepped.applied ? global / static_cast<double>(stepSamples)
@@ -667,9 +403,10 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
                     stepSamples, lr});
         }
         // Rank 0's view: its own loss, every rank's images (same shard sizes).
-        progress.update(s + 1, static_cast<int64_t>(seen) * worldSize, lossSum / std::max(seen, 1.0));
+        progress.update(s + 1, static_cast<int64_t>(tally.seen) * worldSize,
+                        tally.lossSum / std::max(tally.seen, 1.0));
         if (everySteps > 0 && step % everySteps == 0 && s + 1 < plan.steps) {
-          saveCheckpoint(epoch, s + 1, lossSum, correct, seen, skipped,
+          saveCheckpoint(epoch, s + 1, tally.lossSum, tally.correct, tally.seen, skipped,
                          elapsedBefore + secondsSince(runStart));
         }
       }
@@ -678,9 +415,9 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
       BIGBATCH_MLLOG_END(ml, mlkey::kEpochStop, {{"epoch_num", epoch}});
       // Epoch totals across ranks; the exposed wait per rank as min and max,
       // since waiting for a slower rank looks like communication.
-      const auto totals = ddp.allreduceSum({lossSum, correct, seen});
-      const auto waitMax = ddp.allreduceMax({commS, epochTrainS});
-      const auto waitMin = ddp.allreduceMin({commS});
+      const auto totals = ddp.allreduceSum({tally.lossSum, tally.correct, tally.seen});
+      const auto waitMax = ddp.allreduceMax({times.comm, epochTrainS});
+      const auto waitMin = ddp.allreduceMin({times.comm});
       trainSeconds += waitMax[1];
       trainImages += static_cast<int64_t>(totals[2]);
 
@@ -691,9 +428,9 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
         BIGBATCH_MLLOG_START(ml, mlkey::kEvalStart, {{"epoch_num", epoch}});
         const auto evalStart = Clock::now();
         if (c.getBool("train.average_bn_stats")) ddp.averageBuffers();
-        const double mine = static_cast<double>(evaluateShard(
-            *model, testData, c.getInt("train.eval_batch_size"), channelsLast, precision, rank,
-            worldSize));
+        const double mine =
+            static_cast<double>(evaluateShard(*model, testData, c.getInt("train.eval_batch_size"),
+                                              channelsLast, precision, rank, worldSize));
         testAcc = ddp.allreduceSum({mine})[0] / static_cast<double>(testData.size());
         evalS = secondsSince(evalStart);
         if (timeline && timeline->active()) {
@@ -716,20 +453,35 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
       result.epochs = epoch;
       result.steps = step;
       if (runDir) {
-        runDir->appendMetrics(
-            columns, {std::to_string(epoch), std::to_string(step), f6(lr), f6(trainLoss),
-                      f4(trainAcc), evalNow ? f4(testAcc) : "", f4(epochTrainS),
-                      fmt::format("{:.1f}", imgS), f4(elapsed), f4(dataS), f4(forwardS),
-                      f4(backwardS), f4(commS), f4(waitMin[0]), f4(waitMax[0]), f4(optimizerS),
-                      f4(evalS), std::to_string(epochBatch), f6(momentum),
-                      std::to_string(skipped), fmt::format("{}", scaler ? scaler->scale() : 1.0)});
+        runDir->appendMetrics(columns, {std::to_string(epoch),
+                                        std::to_string(step),
+                                        f6(lr),
+                                        f6(trainLoss),
+                                        f4(trainAcc),
+                                        evalNow ? f4(testAcc) : "",
+                                        f4(epochTrainS),
+                                        fmt::format("{:.1f}", imgS),
+                                        f4(elapsed),
+                                        f4(times.data),
+                                        f4(times.forward),
+                                        f4(times.backward),
+                                        f4(times.comm),
+                                        f4(waitMin[0]),
+                                        f4(waitMax[0]),
+                                        f4(times.optimizer),
+                                        f4(evalS),
+                                        std::to_string(epochBatch),
+                                        f6(momentum),
+                                        std::to_string(skipped),
+                                        fmt::format("{}", scaler ? scaler->scale() : 1.0)});
       }
       if (!quiet) {
-        fmt::print("epoch {:>3}/{}  loss {:.4f}  train {:6.2f}%  test {}  lr {:.4g}  {:7.0f} img/s  "
-                   "comm wait {:.2f}-{:.2f} s  elapsed {:6.1f} s\n",
-                   epoch, epochs, trainLoss, 100 * trainAcc,
-                   evalNow ? fmt::format("{:6.2f}%", 100 * testAcc) : std::string("   -   "), lr,
-                   imgS, waitMin[0], waitMax[0], elapsed);
+        fmt::print(
+            "epoch {:>3}/{}  loss {:.4f}  train {:6.2f}%  test {}  lr {:.4g}  {:7.0f} img/s  "
+            "comm wait {:.2f}-{:.2f} s  elapsed {:6.1f} s\n",
+            epoch, epochs, trainLoss, 100 * trainAcc,
+            evalNow ? fmt::format("{:6.2f}%", 100 * testAcc) : std::string("   -   "), lr, imgS,
+            waitMin[0], waitMax[0], elapsed);
         std::fflush(stdout);
       }
       bool stop = false;

@@ -1,0 +1,135 @@
+#include "run_start.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cstdio>
+#include <ctime>
+#include <exception>
+#include <filesystem>
+
+#include "bigbatch/collectives/allreduce.h"
+#include "bigbatch/comm/in_process_communicator.h"
+#include "bigbatch/comm/mpi_communicator.h"
+#include "bigbatch/common/error.h"
+#include "bigbatch/common/hash.h"
+#include "bigbatch/common/logging.h"
+
+namespace bigbatch::train_detail {
+namespace {
+
+std::string utcStamp() {
+  const std::time_t now = std::time(nullptr);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y%m%d-%H%M%S", std::gmtime(&now));
+  return buf;
+}
+
+std::string runName(const Config& c, const TrainOptions& o) {
+  std::string name = c.getString("run.name");
+  if (name.empty()) {
+    name = o.configPath.empty() ? "run" : std::filesystem::path(o.configPath).stem().string();
+  }
+  return name;
+}
+
+std::string resolveRunDir(const Config& c, const TrainOptions& o) {
+  if (!o.runDir.empty()) return o.runDir;
+  if (!c.getString("run.dir").empty()) return c.getString("run.dir");
+  return (std::filesystem::path(c.getString("run.out_dir")) / (runName(c, o) + "-" + utcStamp()))
+      .string();
+}
+
+// A 63-bit FNV-1a hash of the resolved config, for the rank agreement check.
+int64_t configHash(const Config& c) {
+  const std::string text = c.toToml();
+  return static_cast<int64_t>(fnv1a64(text.data(), text.size()) >> 1);
+}
+
+}  // namespace
+
+RunStart startRun(Config& c, const TrainOptions& o, MlperfLogger& ml) {
+  RunStart s;
+  // The ranks: given, MPI's world under mpirun, or this process alone.
+  s.comm = o.comm;
+  if (!s.comm) {
+    if (MpiCommunicator::launchedByMpi()) {
+      s.ownedComm = MpiCommunicator::world();
+    } else {
+      s.ownedComm = std::move(makeInProcessGroup(1)[0]);
+    }
+    s.comm = s.ownedComm.get();
+  }
+  Communicator& comm = *s.comm;
+  comm.setTimeoutMs(static_cast<int64_t>(c.getFloat("comm.timeout_s") * 1000.0));
+  s.rank = comm.rank();
+  s.worldSize = comm.size();
+  const int rank = s.rank;
+  if (!o.comm) setErrorRank(rank);
+  initLogging(rank, o.verbosity);
+
+  std::exception_ptr setupError;
+  // Resume: every rank finds and reads the same checkpoint itself.
+  try {
+    s.resume = findResumePoint(c, o.resume, o.runDir, runName(c, o));
+    if (s.resume) {
+      const int64_t accumulation = checkResumeCompatible(c, s.resume->checkpoint, s.worldSize,
+                                                         s.resume->path, &s.changedKeys);
+      c.setValue("train.accumulation_steps", accumulation, "--resume");
+    }
+  } catch (const std::exception&) {
+    setupError = std::current_exception();
+  }
+  if (rank == 0 && !setupError) {
+    try {
+      TrainOptions dirOptions = o;
+      if (s.resume && !s.resume->runDir.empty()) dirOptions.runDir = s.resume->runDir;
+      s.runDir = std::make_unique<RunDir>(resolveRunDir(c, dirOptions), o.overwrite,
+                                          s.resume ? s.resume->checkpoint.epoch : 0);
+      s.runDir->writeText("config.toml", c.toToml());
+      ml.open(s.runDir->file("mlperf.log"), /*echo=*/false);
+    } catch (const std::exception&) {
+      setupError = std::current_exception();
+    }
+  }
+  // Rank agreement before any work: every rank's set-up succeeded, and all
+  // were started with the same config (one 32-byte collective).
+  const int64_t hash = configHash(c);
+  const int64_t resumeStep = s.resume ? s.resume->checkpoint.globalStep : -1;
+  int64_t v[4] = {setupError ? rank + 1 : 0, hash, -hash, resumeStep};
+  if (s.worldSize > 1) allreduceMaxInt64(comm, v, 4, /*tag=*/0x7e10);
+  if (setupError) std::rethrow_exception(setupError);
+  BIGBATCH_CHECK(v[0] == 0, Error, "rank {} failed to set up the run (see its message)", v[0] - 1);
+  BIGBATCH_CHECK(v[1] == -v[2], MismatchError,
+                 "the ranks were started with different configs (config hashes differ); start "
+                 "every rank with the same recipe and --set options");
+  BIGBATCH_CHECK(v[3] == resumeStep, MismatchError,
+                 "the ranks found different checkpoints to resume from (step {} here, up to {} "
+                 "on another rank); give --resume an explicit checkpoint file",
+                 resumeStep, v[3]);
+  return s;
+}
+
+void announceResume(const RunStart& s, const Config& c, const TrainOptions& o) {
+  if (s.resume) {
+    const Checkpoint& k = s.resume->checkpoint;
+    fmt::print("resuming from {} (epoch {}, step {} of it, {} steps done){}\n", s.resume->path,
+               k.epoch, k.stepInEpoch, k.globalStep,
+               k.worldSize != s.worldSize
+                   ? fmt::format("; it was written by {} rank(s): global batch {} kept with {} "
+                                 "accumulation step(s), rank r takes rank (r mod {})'s BatchNorm "
+                                 "statistics",
+                                 k.worldSize, k.globalBatch, c.getInt("train.accumulation_steps"),
+                                 k.worldSize)
+                   : std::string());
+    if (!s.changedKeys.empty()) {
+      fmt::print("  config changed since the checkpoint (the continuation is not bit-exact): {}\n",
+                 fmt::join(s.changedKeys, ", "));
+    }
+    std::fflush(stdout);
+  } else if (!o.resume.empty()) {
+    fmt::print("--resume {}: no checkpoint found; starting from scratch\n", o.resume);
+  }
+}
+
+}  // namespace bigbatch::train_detail

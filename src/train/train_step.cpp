@@ -1,0 +1,160 @@
+#include "train_step.h"
+
+#include <chrono>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "bigbatch/common/error.h"
+#include "bigbatch/common/logging.h"
+#include "fault_injection.h"
+#include "model_state.h"
+
+namespace bigbatch::train_detail {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds(Clock::time_point a, Clock::time_point b) {
+  return std::chrono::duration<double>(b - a).count();
+}
+
+}  // namespace
+
+torch::Tensor forwardGroups(ImageClassifierImpl& model, const torch::Tensor& images,
+                            int64_t groups) {
+  const int64_t n = images.size(0);
+  if (groups <= 1 || n < 2 * groups) return model.forward(images);
+  std::vector<torch::Tensor> parts;
+  for (int64_t g = 0; g < groups; ++g) {
+    const int64_t lo = n * g / groups, hi = n * (g + 1) / groups;
+    parts.push_back(model.forward(images.slice(0, lo, hi)));
+  }
+  return torch::cat(parts);
+}
+
+TrainStep::TrainStep(ImageClassifierImpl& model, DistributedDataParallel& ddp, Optimizer& optimizer,
+                     DynamicLossScaler* scaler, StallGuard& guard, Timeline* timeline, int rank,
+                     StepSettings settings)
+    : model_(model),
+      ddp_(ddp),
+      optimizer_(optimizer),
+      scaler_(scaler),
+      guard_(guard),
+      timeline_(timeline),
+      rank_(rank),
+      settings_(std::move(settings)) {}
+
+StepOutcome TrainStep::run(InputPipeline& pipeline, const StepPosition& at, const StepHyper& hyper,
+                           StepTimes& times, StepTally& tally) {
+  guard_.enter(at.globalStep, Heartbeat::kCompute);
+  const bool faultNow = settings_.faultKind != "none" && rank_ == settings_.faultRank &&
+                        at.globalStep == settings_.faultStep;
+  if (faultNow) injectFault(settings_.faultKind, rank_, at.globalStep);
+  if (timeline_) timeline_->setStep(at.globalStep);
+  const bool tracing = timeline_ && timeline_->active();
+  const auto lossOptions = torch::nn::functional::CrossEntropyFuncOptions()
+                               .label_smoothing(settings_.labelSmoothing)
+                               .reduction(torch::kSum);
+  const double lossFactor = (scaler_ ? scaler_->scale() : 1.0) / static_cast<double>(at.samples);
+
+  StepOutcome out;
+  bool poisoned = false;  // this rank's loss was not finite
+  ddp_.zeroGrad();
+  for (int64_t a = 0; a < settings_.accumulation; ++a) {
+    const auto t0 = Clock::now();
+    ddp_.beginBackward(a == settings_.accumulation - 1);
+    PipelineBatch batch;  // the time waited here is the data wait
+    BIGBATCH_CHECK(pipeline.next(batch), Error, "input pipeline ended before step {} of epoch {}",
+                   at.stepInEpoch, at.epoch);
+    if (batch.size() == 0) continue;
+    const auto t1 = Clock::now();
+    torch::Tensor logits;
+    {
+      const AutocastScope autocast(settings_.precision, c10::DeviceType::CPU);
+      logits = forwardGroups(model_, batch.images, settings_.groups);
+    }
+    logits = logits.to(torch::kFloat);  // the loss in fp32 whatever the compute type
+    const torch::Tensor lossSum =
+        torch::nn::functional::cross_entropy(logits, batch.labels, lossOptions);
+    torch::Tensor loss = lossSum * lossFactor;
+    const double v = lossSum.item<double>();
+    // A non-finite loss poisons this rank's gradients, and the exchange
+    // carries the NaN to every rank: all ranks then see a non-finite
+    // gradient in the optimizer's norm pass and skip or stop together.
+    if (!std::isfinite(v) || (faultNow && settings_.faultKind == "nan")) {
+      poisoned = true;
+      loss = loss * std::numeric_limits<double>::quiet_NaN();
+    }
+    const auto t2 = Clock::now();
+    loss.backward();
+    const auto t3 = Clock::now();
+    if (!poisoned) {
+      out.lossSum += v;
+      tally.lossSum += v;
+      tally.correct += static_cast<double>(logits.argmax(1).eq(batch.labels).sum().item<int64_t>());
+      tally.seen += static_cast<double>(batch.size());
+    }
+    times.data += seconds(t0, t1);
+    times.forward += seconds(t1, t2);
+    times.backward += seconds(t2, t3);
+    if (tracing) {
+      timeline_->record("data", Timeline::kComputeThread, t0, t1);
+      timeline_->record("forward", Timeline::kComputeThread, t1, t2);
+      timeline_->record("backward", Timeline::kComputeThread, t2, t3);
+    }
+  }
+
+  const auto tWait = Clock::now();
+  guard_.enter(at.globalStep, Heartbeat::kExchange);
+  times.comm += ddp_.finishBackward();
+  const auto t4 = Clock::now();
+  // The optimizer unscales the gradients as it reads them, and its norm pass
+  // is the overflow check.
+  StepHyper h = hyper;
+  h.gradScale = scaler_ ? scaler_->inverse() : 1.0;
+  out.applied = optimizer_.step(h).applied;
+  if (out.applied && scaler_) scaler_->update(true);
+  if (!out.applied) skipOrStop(poisoned, at);
+  const auto t5 = Clock::now();
+  times.optimizer += seconds(t4, t5);
+  if (tracing) {
+    timeline_->record("comm_wait", Timeline::kComputeThread, tWait, t4);
+    timeline_->record("optimizer", Timeline::kComputeThread, t4, t5);
+  }
+  return out;
+}
+
+// A finite loss whose scaled gradients overflowed is the loss scaler's
+// business (back off, skip the step); at the scale's floor, or with a
+// non-finite loss on some rank, the training itself diverged — skipped when
+// train.nonfinite = skip, otherwise an Error naming where. Every rank is
+// here, since the gradients are the same everywhere.
+void TrainStep::skipOrStop(bool poisoned, const StepPosition& at) {
+  const double source = ddp_.allreduceMax({poisoned ? rank_ + 1.0 : 0.0})[0];
+  const double scaleBefore = scaler_ ? scaler_->scale() : 1.0;
+  if (scaler_ && source == 0 && !scaler_->atFloor()) {
+    scaler_->update(false);
+    log().debug(
+        "step {} (epoch {}): gradients overflowed at loss scale {:g}; skipped, "
+        "scale now {:g}",
+        at.globalStep, at.epoch, scaleBefore, scaler_->scale());
+    return;
+  }
+  const std::string where =
+      source > 0 ? fmt::format("rank {}'s loss was not finite", static_cast<int>(source) - 1)
+                 : fmt::format("first in '{}'{}", firstNonFiniteGradient(model_),
+                               scaler_ ? fmt::format(", at the loss-scale floor {:g}", scaleBefore)
+                                       : std::string());
+  if (!settings_.skipNonFinite) {
+    BIGBATCH_THROW(Error,
+                   "non-finite gradient at epoch {} step {} (global step {}; {}); the weights "
+                   "were left unchanged. Lower optim.lr, raise schedule.warmup_epochs, or set "
+                   "train.nonfinite = skip",
+                   at.epoch, at.stepInEpoch, at.globalStep, where);
+  }
+  log().warn("skipped step {} (epoch {}): non-finite gradient ({})", at.globalStep, at.epoch,
+             where);
+}
+
+}  // namespace bigbatch::train_detail

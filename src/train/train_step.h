@@ -1,0 +1,107 @@
+// One optimizer step of data-parallel training, as the trainer runs it every
+// step: for each of the accumulation micro-batches, data from the input
+// pipeline, forward in BatchNorm groups (ghost batch norm), the loss, and
+// backward (DDP exchanges each gradient bucket as backward fills it); then
+// the wait for the exchange still in flight, and the update. A step the
+// optimizer refuses (a non-finite gradient) is skipped or stops the run
+// (train.nonfinite), the same way on every rank.
+//
+// The loss of each rank is its sum over its images divided by the images of
+// the whole global batch, so the summed gradients are exactly the global
+// batch's mean gradient — with accumulation and short last batches too.
+//
+// Internal to src/train. run() is called by the training thread only.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "bigbatch/amp/loss_scaler.h"
+#include "bigbatch/amp/precision.h"
+#include "bigbatch/data/input_pipeline.h"
+#include "bigbatch/ddp/distributed_data_parallel.h"
+#include "bigbatch/models/model_options.h"
+#include "bigbatch/optim/optimizer.h"
+#include "bigbatch/train/timeline.h"
+#include "stall_guard.h"
+
+namespace bigbatch::train_detail {
+
+// Seconds this rank spent in each part of its steps (summed over an epoch):
+// the step-time breakdown of metrics.csv.
+struct StepTimes {
+  double data = 0;       // waiting for the input pipeline
+  double forward = 0;    // forward and loss
+  double backward = 0;   // backward, buckets launched as they fill
+  double comm = 0;       // exposed exchange: the wait after backward
+  double optimizer = 0;  // the update (and a refused step's handling)
+};
+
+// This rank's training loss and accuracy sums (skipped micro-batches left out).
+struct StepTally {
+  double lossSum = 0;  // summed (smoothed) cross-entropy
+  double correct = 0;  // top-1 hits
+  double seen = 0;     // images
+};
+
+struct StepSettings {
+  int64_t accumulation = 1;  // micro-batches per step
+  int64_t groups = 1;        // BatchNorm groups per micro-batch (train.virtual_workers)
+  double labelSmoothing = 0;
+  Precision precision = Precision::kFp32;
+  bool skipNonFinite = false;  // train.nonfinite = skip
+  // fault.* (tests and docs/RELIABILITY.md): at global step faultStep, rank
+  // faultRank injects faultKind ("none": never).
+  std::string faultKind = "none";
+  int faultRank = 0;
+  int64_t faultStep = 1;
+};
+
+// Where a step sits: for messages, the heartbeat and the loss's divisor.
+struct StepPosition {
+  int64_t epoch = 1;
+  int64_t stepInEpoch = 1;  // 1-based
+  int64_t globalStep = 1;   // 1-based, across epochs
+  int64_t samples = 0;      // images in this global batch (the last of an epoch may be short)
+};
+
+struct StepOutcome {
+  bool applied = true;  // false: skipped (non-finite gradient, or a loss-scale back-off)
+  double lossSum = 0;   // this rank's summed loss over its images (0 when poisoned)
+};
+
+class TrainStep {
+ public:
+  // Every reference must outlive the TrainStep; timeline and scaler may be null.
+  TrainStep(ImageClassifierImpl& model, DistributedDataParallel& ddp, Optimizer& optimizer,
+            DynamicLossScaler* scaler, StallGuard& guard, Timeline* timeline, int rank,
+            StepSettings settings);
+
+  StepOutcome run(InputPipeline& pipeline, const StepPosition& at, const StepHyper& hyper,
+                  StepTimes& times, StepTally& tally);
+
+ private:
+  // After a refused step: the loss scaler backs off, or the run skips or
+  // stops (an Error naming where). Every rank comes here together.
+  void skipOrStop(bool poisoned, const StepPosition& at);
+
+  ImageClassifierImpl& model_;
+  DistributedDataParallel& ddp_;
+  Optimizer& optimizer_;
+  DynamicLossScaler* scaler_;
+  StallGuard& guard_;
+  Timeline* timeline_;
+  const int rank_;
+  const StepSettings settings_;
+};
+
+// Forward in `groups` BatchNorm groups (ghost batch norm): every layer but
+// BatchNorm treats samples independently, so running the groups one after
+// another gives each its own batch statistics and changes nothing else.
+torch::Tensor forwardGroups(ImageClassifierImpl& model, const torch::Tensor& images,
+                            int64_t groups);
+
+}  // namespace bigbatch::train_detail
