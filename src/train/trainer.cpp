@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <thread>
