@@ -249,7 +249,10 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // CLI11 reports --help and --version as "errors" with code 0; anything
+    // else is a malformed command line: exit status 2 (README), not CLI11's
+    // own codes (105, 106, ...), so scripts can tell it from a failed run (1).
+    return app.exit(e) == 0 ? 0 : 2;
   }
 
   try {

@@ -71,8 +71,13 @@ TEST(Cli, BadOverrideFailsNamingKey) {
 
 TEST(Cli, MissingConfigFileAndUnknownFlag) {
   EXPECT_NE(run("train /nonexistent.toml").status, 0);
-  EXPECT_NE(run("train --frobnicate").status, 0);
-  EXPECT_NE(run("").status, 0);  // a subcommand is required
+  // A malformed command line exits 2 (README), a failed run 1.
+  EXPECT_EQ(run("train --frobnicate").status, 2);
+  EXPECT_EQ(run("").status, 2);  // a subcommand is required
+  const Outcome workers = run("train " + writeConfig("workers_x.toml", "") + " --workers x");
+  EXPECT_EQ(workers.status, 2) << workers.output;
+  EXPECT_NE(workers.output.find("--workers"), std::string::npos) << workers.output;
+  EXPECT_EQ(run("--help").status, 0);
 }
 
 TEST(Cli, BadDataPathFailsCleanly) {
@@ -106,7 +111,7 @@ TEST(Cli, BenchCountsOutOfRangeAreRejectedByName) {
                            "bench allreduce --iters -2", "bench allreduce --timeout-ms 0",
                            "bench pipeline --prefetch 0", "bench pipeline --cache-mb x"}) {
     Outcome o = run(args);
-    EXPECT_NE(o.status, 0) << args << "\n" << o.output;
+    EXPECT_EQ(o.status, 2) << args << "\n" << o.output;
     const std::string option = std::string(args).substr(std::string(args).find("--"));
     const std::string name = option.substr(0, option.find(' '));
     EXPECT_NE(o.output.find(name + ": must be a whole number"), std::string::npos)
