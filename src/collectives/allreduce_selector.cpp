@@ -128,6 +128,14 @@ int AutoAllreduce::sizeClassOf(size_t bytes) {
   return c;
 }
 
+std::vector<double> AutoAllreduce::tunedSeconds(const Communicator& comm, size_t bytes) {
+  std::lock_guard<std::mutex> lock(trialsMutex_);
+  auto it = trials_.find({comm.id(), sizeClassOf(bytes)});
+  if (it == trials_.end() || it->second.winner < 0) return {};
+  const int n = it->second.agreed[2] > 0 ? 3 : 2;
+  return std::vector<double>(it->second.agreed, it->second.agreed + n);
+}
+
 std::string AutoAllreduce::tunedChoice(const Communicator& comm, size_t bytes) {
   std::lock_guard<std::mutex> lock(trialsMutex_);
   auto it = trials_.find({comm.id(), sizeClassOf(bytes)});
@@ -168,8 +176,13 @@ void AutoAllreduce::reduce(Communicator& comm, void* data, size_t count, DataTyp
   // (the call sequence of a collective is identical on all ranks). Each
   // candidate's first call is not timed (it may set up shared memory or
   // sub-communicators); of the rest the fastest counts, which is robust to
-  // the odd descheduled call.
+  // the odd descheduled call. A timed call starts right after a barrier,
+  // as collective benchmarks time them (OSU, nccl-tests): otherwise a rank
+  // that reaches the call early times its wait for the late one, and in a
+  // training step that wait — rank imbalance, up to milliseconds — would
+  // decide between algorithms that differ by microseconds.
   const int candidate = trial->calls % n;
+  if (trial->calls >= n) comm.barrier();
   const auto t0 = std::chrono::steady_clock::now();
   candidates[candidate]->run(comm, data, count, type);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -185,6 +198,7 @@ void AutoAllreduce::reduce(Communicator& comm, void* data, size_t count, DataTyp
   for (int c = 1; c < n; ++c) {
     if (ns[c] < ns[best]) best = c;
   }
+  for (int c = 0; c < n; ++c) trial->agreed[c] = static_cast<double>(ns[c]) * 1e-9;
   trial->winner = best;
   static const char* const kNames[3] = {"", "ring", "mpi"};
   if (comm.rank() == 0) {

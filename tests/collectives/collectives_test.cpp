@@ -2,8 +2,10 @@
 // with exact values; the allreduce selection table's parser and dispatch.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "bigbatch/collectives/allreduce_selector.h"
 #include "bigbatch/collectives/collectives.h"
@@ -155,6 +157,41 @@ TEST(AllreduceSelector, OnlineTuningAgreesAcrossRanksAndStaysExact) {
   });
   ASSERT_EQ(winners.size(), 1u);  // one decision, shared by all ranks
   EXPECT_TRUE(*winners.begin() == "shm" || *winners.begin() == "ring") << *winners.begin();
+}
+
+// A rank that reaches every call 20 ms late (rank imbalance in a training
+// step) must not be timed as the algorithms' cost: without the barrier
+// before each timed call, rank 0 would time its 20 ms wait on every
+// candidate and the agreed (slowest rank's) times would all exceed 20 ms.
+TEST(AllreduceSelector, OnlineTuningDoesNotTimeALateRank) {
+  AllreduceOptions o;
+  o.tuneTrials = 3;
+  // As the DDP engine calls it: without the per-call signature handshake,
+  // which would itself line the ranks up before the timed part.
+  o.checkSignature = false;
+  const size_t count = 5000;
+  std::mutex m;
+  std::vector<double> seconds;
+  runInProcess(2, [&](Communicator& comm) {
+    AutoAllreduce a(o, defaultAllreduceTable());  // one per rank, as in separate processes
+    for (int call = 0; call < 2 * (1 + o.tuneTrials); ++call) {
+      if (comm.rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      auto buf = testing::makeInput(DataType::kFloat32, count, comm.rank());
+      a.run(comm, buf.data(), count, DataType::kFloat32);
+      EXPECT_EQ(testing::countWrong(DataType::kFloat32, buf, count, 2, nullptr), 0u) << call;
+    }
+    if (comm.rank() == 0) {
+      std::lock_guard<std::mutex> lock(m);
+      seconds = a.tunedSeconds(comm, count * 4);
+    }
+  });
+  ASSERT_EQ(seconds.size(), 2u);  // the table's choice and the ring
+  for (double s : seconds) {
+    EXPECT_GT(s, 0.0);
+    // A 20 KB in-process allreduce takes microseconds; 10 ms leaves room for
+    // a loaded machine while staying far below the 20 ms lateness.
+    EXPECT_LT(s, 0.010) << "the late rank's 20 ms was timed as the algorithm's cost";
+  }
 }
 
 }  // namespace

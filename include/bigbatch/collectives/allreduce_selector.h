@@ -11,7 +11,10 @@
 // choice, the ring, and MPI_Allreduce on an MPI transport — 1 + `tuneTrials`
 // calls each (the first untimed); the ranks then agree on the fastest by the
 // slowest rank's best call (one max-allreduce of 3 int64) and keep it,
-// logged once.
+// logged once. Each timed call starts right after a barrier, so a rank's
+// lateness (rank imbalance) is not charged to the candidate it reached late.
+// The barriers cost ~1 small message round per timed call, only while
+// measuring.
 // The table is the seed, the measurement on the machine at hand decides:
 // a host whose cross-core copies are slow gets the ring's single-copy
 // transfers for large messages.
@@ -60,6 +63,10 @@ class AutoAllreduce : public Allreduce {
   // After tuning: the chosen algorithm's name for `bytes` on `comm`; empty
   // while still measuring (or when tuning is off).
   std::string tunedChoice(const Communicator& comm, size_t bytes);
+  // After tuning: the agreed best time in seconds of each candidate (the
+  // table's choice, the ring, and MPI_Allreduce when it took part); empty
+  // while still measuring.
+  std::vector<double> tunedSeconds(const Communicator& comm, size_t bytes);
 
  protected:
   void reduce(Communicator& comm, void* data, size_t count, DataType type) override;
@@ -70,7 +77,8 @@ class AutoAllreduce : public Allreduce {
   // Tuning state of one (communicator, size class).
   struct Trial {
     int calls = 0;                  // calls made in this class
-    double seconds[3] = {0, 0, 0};  // best timed call per candidate
+    double seconds[3] = {0, 0, 0};  // best timed call per candidate, this rank
+    double agreed[3] = {0, 0, 0};   // the slowest rank's best (0: did not take part)
     int winner = -1;                // index into the candidates; -1 still measuring
   };
   AllreduceTable table_;
