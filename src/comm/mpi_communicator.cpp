@@ -52,7 +52,7 @@ class MpiRequest : public Request {
     MPI_Status status;
     int flag = 0;
     PeerWait idle;  // spin, then yield (compute thread) or sleep (background)
-    for (uint64_t spin = 0;; ++spin) {
+    for (;;) {
       int rc = MPI_Test(&req_, &flag, &status);
       if (rc != MPI_SUCCESS) {
         if (isRecv_ && (rc == MPI_ERR_TRUNCATE || status.MPI_ERROR == MPI_ERR_TRUNCATE)) {
@@ -64,7 +64,7 @@ class MpiRequest : public Request {
         checkMpi(rc, isRecv_ ? "MPI_Irecv/MPI_Test" : "MPI_Isend/MPI_Test");
       }
       if (flag) break;
-      if ((spin & 63) == 63) {
+      if ((idle.polls() & 63) == 63) {  // every 64th unsuccessful test
         comm_->checkPeerErrors();
         if (std::chrono::steady_clock::now() > deadline) {
           BIGBATCH_THROW(TimeoutError,
