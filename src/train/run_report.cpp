@@ -5,6 +5,56 @@
 #include <cstdio>
 
 namespace bigbatch::train_detail {
+namespace {
+
+std::string f4(double v) { return fmt::format("{:.4f}", v); }
+std::string f6(double v) { return fmt::format("{:.6g}", v); }
+
+}  // namespace
+
+const std::vector<std::string>& metricsColumns() {
+  static const std::vector<std::string> columns = {
+      "epoch",       "step",         "lr",           "train_loss",      "train_acc",
+      "test_acc",    "epoch_time_s", "img_s",        "elapsed_s",       "data_s",
+      "forward_s",   "backward_s",   "comm_wait_s",  "comm_wait_min_s", "comm_wait_max_s",
+      "optimizer_s", "eval_s",       "global_batch", "momentum",        "skipped_steps",
+      "loss_scale"};
+  return columns;
+}
+
+std::vector<std::string> metricsRow(const EpochRecord& r) {
+  return {std::to_string(r.epoch),
+          std::to_string(r.step),
+          f6(r.lr),
+          f6(r.trainLoss),
+          f4(r.trainAcc),
+          r.testAcc ? f4(*r.testAcc) : "",
+          f4(r.epochTimeS),
+          fmt::format("{:.1f}", r.imgS),
+          f4(r.elapsedS),
+          f4(r.times.data),
+          f4(r.times.forward),
+          f4(r.times.backward),
+          f4(r.times.comm),
+          f4(r.commWaitMinS),
+          f4(r.commWaitMaxS),
+          f4(r.times.optimizer),
+          f4(r.evalS),
+          std::to_string(r.globalBatch),
+          f6(r.momentum),
+          std::to_string(r.skippedSteps),
+          fmt::format("{}", r.lossScale)};
+}
+
+void printEpochLine(const EpochRecord& r, int64_t epochs) {
+  fmt::print(
+      "epoch {:>3}/{}  loss {:.4f}  train {:6.2f}%  test {}  lr {:.4g}  {:7.0f} img/s  "
+      "comm wait {:.2f}-{:.2f} s  elapsed {:6.1f} s\n",
+      r.epoch, epochs, r.trainLoss, 100 * r.trainAcc,
+      r.testAcc ? fmt::format("{:6.2f}%", 100 * *r.testAcc) : std::string("   -   "), r.lr,
+      r.imgS, r.commWaitMinS, r.commWaitMaxS, r.elapsedS);
+  std::fflush(stdout);
+}
 
 nlohmann::ordered_json summaryJson(const TrainResult& result, const RunFacts& facts) {
   nlohmann::ordered_json summary;

@@ -1,16 +1,49 @@
-// What a finished run reports: summary.json (its keys are an interface —
-// docs and the Python example read them) and the closing line on the
-// terminal. Internal to src/train; plain functions of values.
+// What a run reports: per epoch, a metrics.csv row and a line on the
+// terminal; at the end, summary.json and the closing line. The columns and
+// keys are an interface (docs, tests and the Python example read them).
+// Internal to src/train; plain functions of values.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "bigbatch/train/trainer.h"
+#include "train_step.h"
 
 namespace bigbatch::train_detail {
+
+// One epoch, as metrics.csv and the terminal show it. Losses, accuracies
+// and images are over all ranks; `times` is rank 0's step-time breakdown.
+struct EpochRecord {
+  int64_t epoch = 0;
+  int64_t step = 0;  // optimizer steps done in the run
+  double lr = 0;     // of the epoch's last step
+  double momentum = 0;
+  double trainLoss = 0;
+  double trainAcc = 0;               // fraction
+  std::optional<double> testAcc;     // fraction; none on epochs without evaluation
+  double epochTimeS = 0;             // training, the slowest rank
+  double imgS = 0;
+  double elapsedS = 0;               // since run_start, over every resume
+  StepTimes times;
+  double commWaitMinS = 0;           // exposed exchange, min and max over the ranks
+  double commWaitMaxS = 0;
+  double evalS = 0;
+  int64_t globalBatch = 0;           // under the batch-size schedule
+  int64_t skippedSteps = 0;
+  double lossScale = 1.0;            // 1 when loss scaling is off
+};
+
+// metrics.csv's header, and one epoch's row in that order.
+const std::vector<std::string>& metricsColumns();
+std::vector<std::string> metricsRow(const EpochRecord& r);
+
+// "epoch   3/10  loss ...  test ...  elapsed ..." on stdout.
+void printEpochLine(const EpochRecord& r, int64_t epochs);
 
 // Facts of the run that TrainResult does not carry.
 struct RunFacts {

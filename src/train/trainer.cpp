@@ -30,6 +30,7 @@
 #include "evaluation.h"
 #include "model_state.h"
 #include "recipe.h"
+#include "run_checkpointer.h"
 #include "run_report.h"
 #include "run_start.h"
 #include "run_totals.h"
@@ -66,8 +67,6 @@ void toChannelsLast(torch::nn::Module& model) {
   }
 }
 
-std::string f4(double v) { return fmt::format("{:.4f}", v); }
-std::string f6(double v) { return fmt::format("{:.6g}", v); }
 
 }  // namespace
 
@@ -264,12 +263,6 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   double trainSeconds = 0;  // training steps only, for throughput
   int64_t trainImages = 0;
   int64_t step = 0;
-  const std::vector<std::string> columns = {
-      "epoch",       "step",         "lr",           "train_loss",      "train_acc",
-      "test_acc",    "epoch_time_s", "img_s",        "elapsed_s",       "data_s",
-      "forward_s",   "backward_s",   "comm_wait_s",  "comm_wait_min_s", "comm_wait_max_s",
-      "optimizer_s", "eval_s",       "global_batch", "momentum",        "skipped_steps",
-      "loss_scale"};
 
   // Where to start, and the totals so far (a resume continues them).
   int64_t firstEpoch = 1, firstStep = 0;
@@ -298,42 +291,21 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
 
   // Checkpoints: rank 0 writes; every rank sends its BatchNorm buffers and
   // RNG state (they differ per rank) and takes part in the totals.
-  std::unique_ptr<CheckpointDir> checkpoints;
-  if (lead) {
-    checkpoints = std::make_unique<CheckpointDir>(
-        c.getString("ckpt.dir").empty() ? runDir->file("checkpoints") : c.getString("ckpt.dir"),
-        static_cast<int>(c.getInt("ckpt.keep")));
-  }
-  auto saveCheckpoint = [&](int64_t nextEpoch, int64_t stepInEpoch, double epochLoss,
-                            double epochCorrect, double epochSeen, int64_t epochSkipped,
-                            double elapsed) {
-    const auto parts = ddp.gatherToRoot(packRankState(*model));
-    const auto sums = ddp.allreduceSum({epochLoss, epochCorrect, epochSeen});
-    if (!lead) return;
-    const auto t0 = Clock::now();
-    Checkpoint k;
-    k.config = c.toToml();
-    k.worldSize = worldSize;
-    k.globalBatch = globalBatch;
-    k.epoch = nextEpoch;
-    k.stepInEpoch = stepInEpoch;
-    k.globalStep = step;
-    k.parameters = namedTensors(model->named_parameters());
-    unpackRankStates(parts, k);
-    k.optimizer = optimizer->state();
+  RunCheckpointer checkpointer(
+      *model, ddp, *optimizer, c, lead,
+      c.getString("ckpt.dir").empty() && lead ? runDir->file("checkpoints")
+                                              : c.getString("ckpt.dir"),
+      static_cast<int>(c.getInt("ckpt.keep")), worldSize, globalBatch);
+  // The run's totals so far, as a checkpoint records them.
+  auto totalsNow = [&](double elapsed, int64_t epochSkipped) {
     RunTotals t;
     t.trainSeconds = trainSeconds;
     t.trainImages = trainImages;
     t.elapsedS = elapsed;
     t.copyFrom(result);
-    t.epochLoss = sums[0];
-    t.epochCorrect = sums[1];
-    t.epochSeen = sums[2];
     t.epochSkipped = epochSkipped;
     if (scaler) t.lossScale = scaler->state();
-    k.counters = t.toCounters();
-    const std::string path = checkpoints->save(k);
-    log().debug("checkpoint {} written in {:.3f} s", path, secondsSince(t0));
+    return t;
   };
   const int64_t everyEpochs = c.getInt("ckpt.every_epochs");
   const int64_t everySteps = c.getInt("ckpt.every_steps");
@@ -405,8 +377,8 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
         progress.update(s + 1, static_cast<int64_t>(tally.seen) * worldSize,
                         tally.lossSum / std::max(tally.seen, 1.0));
         if (everySteps > 0 && step % everySteps == 0 && s + 1 < plan.steps) {
-          saveCheckpoint(epoch, s + 1, tally.lossSum, tally.correct, tally.seen, skipped,
-                         elapsedBefore + secondsSince(runStart));
+          checkpointer.save({epoch, s + 1, step}, tally,
+                            totalsNow(elapsedBefore + secondsSince(runStart), skipped));
         }
       }
       progress.finishEpoch();
@@ -443,46 +415,30 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
       }
       BIGBATCH_MLLOG_END(ml, mlkey::kBlockStop, {{"first_epoch_num", epoch}});
 
-      const double trainLoss = totals[0] / totals[2];
-      const double trainAcc = totals[1] / totals[2];
-      const double elapsed = elapsedBefore + secondsSince(runStart);
-      const double imgS = totals[2] / waitMax[1];
-      if (epoch == 1) result.firstLoss = trainLoss;
-      result.lastLoss = trainLoss;
+      EpochRecord record;
+      record.epoch = epoch;
+      record.step = step;
+      record.lr = lr;
+      record.momentum = momentum;
+      record.trainLoss = totals[0] / totals[2];
+      record.trainAcc = totals[1] / totals[2];
+      if (evalNow) record.testAcc = testAcc;
+      record.epochTimeS = epochTrainS;
+      record.imgS = totals[2] / waitMax[1];
+      record.elapsedS = elapsedBefore + secondsSince(runStart);
+      record.times = times;
+      record.commWaitMinS = waitMin[0];
+      record.commWaitMaxS = waitMax[0];
+      record.evalS = evalS;
+      record.globalBatch = epochBatch;
+      record.skippedSteps = skipped;
+      record.lossScale = scaler ? scaler->scale() : 1.0;
+      if (epoch == 1) result.firstLoss = record.trainLoss;
+      result.lastLoss = record.trainLoss;
       result.epochs = epoch;
       result.steps = step;
-      if (runDir) {
-        runDir->appendMetrics(columns, {std::to_string(epoch),
-                                        std::to_string(step),
-                                        f6(lr),
-                                        f6(trainLoss),
-                                        f4(trainAcc),
-                                        evalNow ? f4(testAcc) : "",
-                                        f4(epochTrainS),
-                                        fmt::format("{:.1f}", imgS),
-                                        f4(elapsed),
-                                        f4(times.data),
-                                        f4(times.forward),
-                                        f4(times.backward),
-                                        f4(times.comm),
-                                        f4(waitMin[0]),
-                                        f4(waitMax[0]),
-                                        f4(times.optimizer),
-                                        f4(evalS),
-                                        std::to_string(epochBatch),
-                                        f6(momentum),
-                                        std::to_string(skipped),
-                                        fmt::format("{}", scaler ? scaler->scale() : 1.0)});
-      }
-      if (!quiet) {
-        fmt::print(
-            "epoch {:>3}/{}  loss {:.4f}  train {:6.2f}%  test {}  lr {:.4g}  {:7.0f} img/s  "
-            "comm wait {:.2f}-{:.2f} s  elapsed {:6.1f} s\n",
-            epoch, epochs, trainLoss, 100 * trainAcc,
-            evalNow ? fmt::format("{:6.2f}%", 100 * testAcc) : std::string("   -   "), lr, imgS,
-            waitMin[0], waitMax[0], elapsed);
-        std::fflush(stdout);
-      }
+      if (runDir) runDir->appendMetrics(metricsColumns(), metricsRow(record));
+      if (!quiet) printEpochLine(record, epochs);
       bool stop = false;
       if (evalNow && testAcc >= target && !result.reachedTarget) {
         result.reachedTarget = true;
@@ -490,7 +446,7 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
         stop = c.getBool("train.stop_at_target");
       }
       if (stop || epoch == epochs || (everyEpochs > 0 && epoch % everyEpochs == 0)) {
-        saveCheckpoint(epoch + 1, 0, 0, 0, 0, 0, elapsed);
+        checkpointer.save({epoch + 1, 0, step}, {}, totalsNow(record.elapsedS, 0));
       }
       if (stop) break;
     }

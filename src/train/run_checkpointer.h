@@ -1,0 +1,58 @@
+// Writing the run's training checkpoints. A checkpoint needs every rank:
+// each hands rank 0 its BatchNorm buffers and RNG state (they differ per
+// rank) and its share of the interrupted epoch's loss and accuracy sums;
+// rank 0 adds the weights, optimizer and loss-scaler state, the position in
+// the data order and the run's totals, and writes one file through
+// CheckpointDir (temporary file, fsync, rename, then `latest`; the newest
+// `ckpt.keep` are kept).
+//
+// Internal to src/train. save() is a collective: every rank calls it at the
+// same step, from the training thread.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "bigbatch/ckpt/checkpoint.h"
+#include "bigbatch/common/config.h"
+#include "bigbatch/ddp/distributed_data_parallel.h"
+#include "bigbatch/optim/optimizer.h"
+#include "run_totals.h"
+#include "train_step.h"
+
+namespace bigbatch::train_detail {
+
+// Where a resume from the checkpoint continues.
+struct ResumePosition {
+  int64_t nextEpoch = 1;    // the epoch to run (1-based)
+  int64_t stepInEpoch = 0;  // steps of it already done
+  int64_t globalStep = 0;   // optimizer steps done in the whole run
+};
+
+class RunCheckpointer {
+ public:
+  // `dir` and `keep` matter on rank 0 only (`lead`), which alone writes.
+  RunCheckpointer(torch::nn::Module& model, DistributedDataParallel& ddp,
+                  const Optimizer& optimizer, const Config& config, bool lead,
+                  const std::string& dir, int keep, int worldSize, int64_t globalBatch);
+
+  // Collective. `epochSoFar` is this rank's tally of the epoch being
+  // interrupted (empty at an epoch boundary); `totals` are the run's totals
+  // so far — its epochLoss/Correct/Seen are overwritten by the sums of
+  // `epochSoFar` over the ranks.
+  void save(const ResumePosition& at, const StepTally& epochSoFar, RunTotals totals);
+
+ private:
+  torch::nn::Module& model_;
+  DistributedDataParallel& ddp_;
+  const Optimizer& optimizer_;
+  const Config& config_;
+  const int worldSize_;
+  const int64_t globalBatch_;
+  std::unique_ptr<CheckpointDir> dir_;  // rank 0 only
+};
+
+}  // namespace bigbatch::train_detail
