@@ -267,8 +267,8 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   // Where to start, and the totals so far (a resume continues them).
   int64_t firstEpoch = 1, firstStep = 0;
   double elapsedBefore = 0;                                     // run seconds before the resume
-  double carriedLoss = 0, carriedCorrect = 0, carriedSeen = 0;  // this epoch's, rank 0 only
-  int64_t carriedSkipped = 0;                                   // this epoch's, every rank
+  StepTally carried;          // the interrupted epoch's sums over the ranks, on rank 0 only
+  int64_t carriedSkipped = 0;  // the interrupted epoch's skipped steps, every rank
   if (resume) {
     const Checkpoint& k = resume->checkpoint;
     const RunTotals t = RunTotals::fromCounters(k.counters);
@@ -281,11 +281,7 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
     result.steps = step;
     elapsedBefore = t.elapsedS;
     carriedSkipped = t.epochSkipped;
-    if (lead) {
-      carriedLoss = t.epochLoss;
-      carriedCorrect = t.epochCorrect;
-      carriedSeen = t.epochSeen;
-    }
+    if (lead) carried = {t.epochLoss, t.epochCorrect, t.epochSeen};
     if (scaler && t.lossScale) scaler->loadState(*t.lossScale);
   }
 
@@ -336,7 +332,7 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
       StepTimes times;
       const int64_t startStep = epoch == firstEpoch ? firstStep : 0;
       StepTally tally;
-      if (epoch == firstEpoch) tally = {carriedLoss, carriedCorrect, carriedSeen};
+      if (epoch == firstEpoch) tally = carried;
       double lr = 0, momentum = 0;
       int64_t skipped = epoch == firstEpoch ? carriedSkipped : 0;
       // This rank's micro-batches of the epoch, in training order.
