@@ -37,11 +37,11 @@ DataType parseType(const std::string& t) {
 int runBenchAllreduce(const BenchAllreduceOptions& o) {
   const DataType type = parseType(o.type);
   const size_t elem = elementSize(type);
-  BIGBATCH_CHECK(o.minBytes >= elem && o.minBytes <= o.maxBytes, InvalidArgument,
-                 "--min-bytes {} must be at least one element ({} B) and at most --max-bytes {}",
-                 o.minBytes, elem, o.maxBytes);
+  BIGBATCH_REQUIRE(o.minBytes >= elem && o.minBytes <= o.maxBytes, InvalidArgument,
+                   "--min-bytes {} must be at least one element ({} B) and at most --max-bytes {}",
+                   o.minBytes, elem, o.maxBytes);
   const auto names = splitList(o.algorithms);
-  BIGBATCH_CHECK(!names.empty(), InvalidArgument, "--algorithms is empty; e.g. auto,shm,mpi");
+  BIGBATCH_REQUIRE(!names.empty(), InvalidArgument, "--algorithms is empty; e.g. auto,shm,mpi");
   for (const auto& name : names) makeAllreduce(name);  // unknown names fail before MPI work
 
   auto comm = MpiCommunicator::world();

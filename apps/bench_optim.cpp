@@ -79,12 +79,12 @@ int runBenchOptim(const BenchOptimOptions& o) {
   torch::set_num_threads(threads);
   const auto models = splitList(o.models);
   const auto optimizers = splitList(o.optimizers);
-  BIGBATCH_CHECK(!models.empty() && !optimizers.empty(), InvalidArgument,
-                 "--models and --optimizers must each name at least one entry");
+  BIGBATCH_REQUIRE(!models.empty() && !optimizers.empty(), InvalidArgument,
+                   "--models and --optimizers must each name at least one entry");
   for (const auto& name : optimizers) bytesPerValue(name);
   for (const auto& name : models) {
-    BIGBATCH_CHECK(name == "resnet50" || name == "cnn", InvalidArgument,
-                   "--models: '{}' is not resnet50 or cnn", name);
+    BIGBATCH_REQUIRE(name == "resnet50" || name == "cnn", InvalidArgument,
+                     "--models: '{}' is not resnet50 or cnn", name);
   }
   if (!o.json) {
     fmt::print("# bigbatch bench optim: {} thread(s); times are medians per step\n", threads);

@@ -26,8 +26,8 @@ double cpuSeconds() {
 }  // namespace
 
 int runBenchPipeline(const BenchPipelineOptions& o) {
-  BIGBATCH_CHECK(o.workers >= 1 && o.size >= 1 && o.batch >= 1 && o.epochs >= 1, InvalidArgument,
-                 "bench pipeline: --workers, --size, --batch and --epochs must be >= 1");
+  BIGBATCH_REQUIRE(o.workers >= 1 && o.size >= 1 && o.batch >= 1 && o.epochs >= 1, InvalidArgument,
+                   "bench pipeline: --workers, --size, --batch and --epochs must be >= 1");
   // Each worker runs its ATen calls on its own thread (no intra-op pool), so
   // one worker is one core, as a DataLoader worker process is.
   torch::set_num_threads(1);

@@ -20,7 +20,7 @@ bool shouldLaunchWorkers(int workers) {
 void launchWorkers(int workers, int argc, char** argv) {
   char self[PATH_MAX];
   const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
-  BIGBATCH_CHECK(len > 0, IoError, "cannot find this binary's path: {}", std::strerror(errno));
+  BIGBATCH_REQUIRE(len > 0, IoError, "cannot find this binary's path: {}", std::strerror(errno));
   self[len] = '\0';
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
 

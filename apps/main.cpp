@@ -61,9 +61,9 @@ int runTrain(const std::string& configPath, const std::vector<std::string>& sets
   // Bad input fails here, once, before any rank starts.
   bigbatch::validateTrainingConfig(config);
   const auto traced = bigbatch::parseStepRange(timelineSteps);
-  BIGBATCH_CHECK(resume.empty() || initFrom.empty(), bigbatch::InvalidArgument,
-                 "--resume and --init-from were both given; a resume restores the weights from "
-                 "the checkpoint, so drop --init-from");
+  BIGBATCH_REQUIRE(resume.empty() || initFrom.empty(), bigbatch::InvalidArgument,
+                   "--resume and --init-from were both given; a resume restores the weights from "
+                   "the checkpoint, so drop --init-from");
   if (workers == 0) workers = static_cast<int>(config.getInt("run.workers"));
   if (bigbatch::shouldLaunchWorkers(workers)) bigbatch::launchWorkers(workers, argc, argv);
   bigbatch::TrainOptions options;
@@ -234,10 +234,17 @@ int main(int argc, char** argv) {
                   "normalise, batch (bench/pipeline_bench.sh compares torchvision)");
   benchPipeline->add_option("--dir", bp.dir, "root/<class>/<image>.jpg (bench/make_jpeg_folder.py); default: synthetic 500x375 images");
   benchPipeline->add_option("--workers", bp.workers, "decode threads (and as many augment threads; one read thread)")
+      ->check(atLeast(1))
       ->capture_default_str();
-  benchPipeline->add_option("--size", bp.size, "output crop side in pixels")->capture_default_str();
-  benchPipeline->add_option("--batch", bp.batch, "images per batch")->capture_default_str();
-  benchPipeline->add_option("--epochs", bp.epochs, "epochs, each timed")->capture_default_str();
+  benchPipeline->add_option("--size", bp.size, "output crop side in pixels")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  benchPipeline->add_option("--batch", bp.batch, "images per batch")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  benchPipeline->add_option("--epochs", bp.epochs, "epochs, each timed")
+      ->check(atLeast(1))
+      ->capture_default_str();
   benchPipeline->add_option("--prefetch", bp.prefetch, "batches in flight")
       ->check(atLeast(1))
       ->capture_default_str();
@@ -278,10 +285,10 @@ int main(int argc, char** argv) {
       std::string source = exportSource;
       if (std::filesystem::is_directory(source)) {
         source = (std::filesystem::path(source) / "model.pt").string();
-        BIGBATCH_CHECK(std::filesystem::exists(source), bigbatch::IoError,
-                       "run directory '{}' holds no model.pt: the run did not finish (only a "
-                       "completed run writes its weights)",
-                       exportSource);
+        BIGBATCH_REQUIRE(std::filesystem::exists(source), bigbatch::IoError,
+                         "run directory '{}' holds no model.pt: the run did not finish (only a "
+                         "completed run writes its weights)",
+                         exportSource);
       }
       c10::Dict<std::string, at::Tensor> dict;
       std::string what = "weights";

@@ -39,16 +39,16 @@ Run loadRun(const std::string& dir) {
   Run run;
   const fs::path metrics = fs::path(dir) / "metrics.csv";
   std::ifstream in(metrics);
-  BIGBATCH_CHECK(in.good(), IoError, "'{}' has no metrics.csv: is it a bigbatch run directory?",
-                 dir);
+  BIGBATCH_REQUIRE(in.good(), IoError, "'{}' has no metrics.csv: is it a bigbatch run directory?",
+                   dir);
   std::string line;
   std::getline(in, line);
   run.header = splitCsv(line);
   while (std::getline(in, line)) {
     if (!line.empty()) run.rows.push_back(splitCsv(line));
   }
-  BIGBATCH_CHECK(!run.rows.empty(), InvalidArgument, "'{}' holds no finished epoch yet",
-                 metrics.string());
+  BIGBATCH_REQUIRE(!run.rows.empty(), InvalidArgument, "'{}' holds no finished epoch yet",
+                   metrics.string());
   // The label: the run's name and the settings that tell runs apart.
   std::string label = fs::path(dir).filename().string();
   if (label.empty()) label = fs::path(dir).parent_path().filename().string();
@@ -96,9 +96,9 @@ std::string quote(const std::string& s) {
 }  // namespace
 
 std::vector<std::string> plotRuns(const std::vector<std::string>& runDirs, const std::string& outDir) {
-  BIGBATCH_CHECK(!runDirs.empty(), InvalidArgument, "give at least one run directory");
-  BIGBATCH_CHECK(std::system("command -v gnuplot >/dev/null 2>&1") == 0, IoError,
-                 "gnuplot is not installed; run scripts/setup (apt-get install gnuplot-nox)");
+  BIGBATCH_REQUIRE(!runDirs.empty(), InvalidArgument, "give at least one run directory");
+  BIGBATCH_REQUIRE(std::system("command -v gnuplot >/dev/null 2>&1") == 0, IoError,
+                   "gnuplot is not installed; run scripts/setup (apt-get install gnuplot-nox)");
   fs::create_directories(outDir);
   const fs::path data = fs::path(outDir) / ".plot-data";
   fs::create_directories(data);
@@ -174,25 +174,26 @@ std::vector<std::string> plotRuns(const std::vector<std::string>& runDirs, const
   std::ofstream(scriptPath) << script;
   const std::string cmd = fmt::format("gnuplot {} 2>{}", quote(scriptPath.string()),
                                       quote((data / "gnuplot.log").string()));
-  BIGBATCH_CHECK(std::system(cmd.c_str()) == 0, IoError, "gnuplot failed; see {}",
-                 (data / "gnuplot.log").string());
+  BIGBATCH_REQUIRE(std::system(cmd.c_str()) == 0, IoError, "gnuplot failed; see {}",
+                   (data / "gnuplot.log").string());
   fs::remove_all(data);
   return written;
 }
 
 std::string plotScaling(const std::string& csvPath, const std::string& outDir) {
-  BIGBATCH_CHECK(std::system("command -v gnuplot >/dev/null 2>&1") == 0, IoError,
-                 "gnuplot is not installed; run scripts/setup (apt-get install gnuplot-nox)");
+  BIGBATCH_REQUIRE(std::system("command -v gnuplot >/dev/null 2>&1") == 0, IoError,
+                   "gnuplot is not installed; run scripts/setup (apt-get install gnuplot-nox)");
   std::ifstream in(csvPath);
-  BIGBATCH_CHECK(in.good(), IoError, "cannot read scaling results '{}'", csvPath);
+  BIGBATCH_REQUIRE(in.good(), IoError, "cannot read scaling results '{}'", csvPath);
   std::string line;
   std::getline(in, line);
   const auto header = splitCsv(line);
   auto col = [&](const char* name) {
     auto it = std::find(header.begin(), header.end(), name);
-    BIGBATCH_CHECK(it != header.end(), InvalidArgument,
-                   "'{}' has no column '{}' (expected bench/scaling.sh output: workers,img_s,...)",
-                   csvPath, name);
+    BIGBATCH_REQUIRE(
+        it != header.end(), InvalidArgument,
+        "'{}' has no column '{}' (expected bench/scaling.sh output: workers,img_s,...)", csvPath,
+        name);
     return static_cast<size_t>(it - header.begin());
   };
   const size_t w = col("workers"), t = col("img_s");
@@ -200,15 +201,15 @@ std::string plotScaling(const std::string& csvPath, const std::string& outDir) {
   while (std::getline(in, line)) {
     if (line.empty()) continue;
     const auto cells = splitCsv(line);
-    BIGBATCH_CHECK(cells.size() > std::max(w, t), InvalidArgument, "'{}': short row '{}'",
-                   csvPath, line);
+    BIGBATCH_REQUIRE(cells.size() > std::max(w, t), InvalidArgument, "'{}': short row '{}'",
+                     csvPath, line);
     try {
       points.emplace_back(std::stod(cells[w]), std::stod(cells[t]));
     } catch (const std::exception&) {
       BIGBATCH_THROW(InvalidArgument, "'{}': row '{}' is not numeric", csvPath, line);
     }
   }
-  BIGBATCH_CHECK(!points.empty(), InvalidArgument, "'{}' holds no results", csvPath);
+  BIGBATCH_REQUIRE(!points.empty(), InvalidArgument, "'{}' holds no results", csvPath);
   std::sort(points.begin(), points.end());
   const double perWorker = points.front().second / points.front().first;
   fs::create_directories(outDir);
@@ -231,8 +232,8 @@ std::string plotScaling(const std::string& csvPath, const std::string& outDir) {
       quote(png), dat, dat);
   const std::string cmd = fmt::format("gnuplot {} 2>{}", quote((data / "plot.gp").string()),
                                       quote((data / "gnuplot.log").string()));
-  BIGBATCH_CHECK(std::system(cmd.c_str()) == 0, IoError, "gnuplot failed; see {}",
-                 (data / "gnuplot.log").string());
+  BIGBATCH_REQUIRE(std::system(cmd.c_str()) == 0, IoError, "gnuplot failed; see {}",
+                   (data / "gnuplot.log").string());
   fs::remove_all(data);
   return png;
 }

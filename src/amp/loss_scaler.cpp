@@ -8,20 +8,20 @@
 namespace bigbatch {
 
 DynamicLossScaler::DynamicLossScaler(LossScalerOptions o) : options_(o) {
-  BIGBATCH_CHECK(o.minScale > 0 && o.maxScale >= o.minScale && std::isfinite(o.maxScale),
-                 InvalidArgument,
-                 "loss scaler: need 0 < min_scale <= max_scale < inf (got min {} and max {})",
-                 o.minScale, o.maxScale);
-  BIGBATCH_CHECK(o.initScale >= o.minScale && o.initScale <= o.maxScale, InvalidArgument,
-                 "loss scaler: init_scale {} lies outside [min_scale {}, max_scale {}]", o.initScale,
-                 o.minScale, o.maxScale);
-  BIGBATCH_CHECK(o.growthFactor > 1, InvalidArgument,
-                 "loss scaler: growth_factor must be > 1 (got {})", o.growthFactor);
-  BIGBATCH_CHECK(o.backoffFactor > 0 && o.backoffFactor < 1, InvalidArgument,
-                 "loss scaler: backoff_factor must lie in (0, 1) (got {})", o.backoffFactor);
-  BIGBATCH_CHECK(o.growthInterval >= 1 && o.hysteresis >= 1, InvalidArgument,
-                 "loss scaler: growth_interval and hysteresis must be >= 1 (got {} and {})",
-                 o.growthInterval, o.hysteresis);
+  BIGBATCH_REQUIRE(o.minScale > 0 && o.maxScale >= o.minScale && std::isfinite(o.maxScale),
+                   InvalidArgument,
+                   "loss scaler: need 0 < min_scale <= max_scale < inf (got min {} and max {})",
+                   o.minScale, o.maxScale);
+  BIGBATCH_REQUIRE(o.initScale >= o.minScale && o.initScale <= o.maxScale, InvalidArgument,
+                   "loss scaler: init_scale {} lies outside [min_scale {}, max_scale {}]",
+                   o.initScale, o.minScale, o.maxScale);
+  BIGBATCH_REQUIRE(o.growthFactor > 1, InvalidArgument,
+                   "loss scaler: growth_factor must be > 1 (got {})", o.growthFactor);
+  BIGBATCH_REQUIRE(o.backoffFactor > 0 && o.backoffFactor < 1, InvalidArgument,
+                   "loss scaler: backoff_factor must lie in (0, 1) (got {})", o.backoffFactor);
+  BIGBATCH_REQUIRE(o.growthInterval >= 1 && o.hysteresis >= 1, InvalidArgument,
+                   "loss scaler: growth_interval and hysteresis must be >= 1 (got {} and {})",
+                   o.growthInterval, o.hysteresis);
   state_ = {o.initScale, 0, o.hysteresis};
 }
 
@@ -43,15 +43,16 @@ bool DynamicLossScaler::update(bool finite) {
 }
 
 void DynamicLossScaler::loadState(const LossScalerState& s) {
-  BIGBATCH_CHECK(s.scale >= options_.minScale && s.scale <= options_.maxScale, InvalidArgument,
-                 "loss scaler state: scale {} lies outside [min_scale {}, max_scale {}]", s.scale,
-                 options_.minScale, options_.maxScale);
-  BIGBATCH_CHECK(s.cleanSteps >= 0 && s.cleanSteps < options_.growthInterval && s.overflowsLeft >= 1 &&
-                     s.overflowsLeft <= options_.hysteresis,
-                 InvalidArgument,
-                 "loss scaler state: {} clean steps / {} overflows left do not fit growth_interval "
-                 "{} and hysteresis {}",
-                 s.cleanSteps, s.overflowsLeft, options_.growthInterval, options_.hysteresis);
+  BIGBATCH_REQUIRE(s.scale >= options_.minScale && s.scale <= options_.maxScale, InvalidArgument,
+                   "loss scaler state: scale {} lies outside [min_scale {}, max_scale {}]", s.scale,
+                   options_.minScale, options_.maxScale);
+  BIGBATCH_REQUIRE(
+      s.cleanSteps >= 0 && s.cleanSteps < options_.growthInterval && s.overflowsLeft >= 1 &&
+          s.overflowsLeft <= options_.hysteresis,
+      InvalidArgument,
+      "loss scaler state: {} clean steps / {} overflows left do not fit growth_interval "
+      "{} and hysteresis {}",
+      s.cleanSteps, s.overflowsLeft, options_.growthInterval, options_.hysteresis);
   state_ = s;
 }
 

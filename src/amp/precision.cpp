@@ -32,15 +32,16 @@ c10::ScalarType computeType(Precision p) {
 }
 
 void checkPrecisionSupported(Precision p, c10::DeviceType device) {
-  BIGBATCH_CHECK(!(p == Precision::kFp16 && device == c10::DeviceType::CPU), InvalidArgument,
-                 "amp.precision = fp16 needs a CUDA device: libtorch 1.13's CPU autocast computes "
-                 "in bf16 only. On CPU use amp.precision = bf16 (same 16-bit speed-up, fp32's "
-                 "range), or keep fp32 compute and send fp16 on the wire with "
-                 "ddp.exchange_dtype = fp16");
-  BIGBATCH_CHECK(device == c10::DeviceType::CPU || device == c10::DeviceType::CUDA ||
-                     p == Precision::kFp32,
-                 InvalidArgument, "amp.precision = {} is supported on CPU and CUDA devices only, not {}",
-                 precisionName(p), c10::DeviceTypeName(device));
+  BIGBATCH_REQUIRE(
+      !(p == Precision::kFp16 && device == c10::DeviceType::CPU), InvalidArgument,
+      "amp.precision = fp16 needs a CUDA device: libtorch 1.13's CPU autocast computes "
+      "in bf16 only. On CPU use amp.precision = bf16 (same 16-bit speed-up, fp32's "
+      "range), or keep fp32 compute and send fp16 on the wire with "
+      "ddp.exchange_dtype = fp16");
+  BIGBATCH_REQUIRE(
+      device == c10::DeviceType::CPU || device == c10::DeviceType::CUDA || p == Precision::kFp32,
+      InvalidArgument, "amp.precision = {} is supported on CPU and CUDA devices only, not {}",
+      precisionName(p), c10::DeviceTypeName(device));
 }
 
 AutocastScope::AutocastScope(Precision p, c10::DeviceType device) : device_(device) {

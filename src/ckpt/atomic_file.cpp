@@ -16,7 +16,7 @@ namespace fs = std::filesystem;
 void writeFileAtomically(const std::string& path, const char* data, size_t size) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  BIGBATCH_CHECK(fd >= 0, IoError, "cannot write '{}': {}", tmp, std::strerror(errno));
+  BIGBATCH_REQUIRE(fd >= 0, IoError, "cannot write '{}': {}", tmp, std::strerror(errno));
   size_t done = 0;
   while (done < size) {
     const ssize_t n = ::write(fd, data + done, size - done);
@@ -30,9 +30,9 @@ void writeFileAtomically(const std::string& path, const char* data, size_t size)
   }
   const bool synced = ::fsync(fd) == 0;
   ::close(fd);
-  BIGBATCH_CHECK(synced, IoError, "fsync of '{}' failed: {}", tmp, std::strerror(errno));
-  BIGBATCH_CHECK(std::rename(tmp.c_str(), path.c_str()) == 0, IoError,
-                 "cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
+  BIGBATCH_REQUIRE(synced, IoError, "fsync of '{}' failed: {}", tmp, std::strerror(errno));
+  BIGBATCH_REQUIRE(std::rename(tmp.c_str(), path.c_str()) == 0, IoError,
+                   "cannot rename '{}' to '{}': {}", tmp, path, std::strerror(errno));
   // The rename itself is durable only once the directory is synced.
   const std::string parent = fs::path(path).parent_path().empty()
                                  ? std::string(".")

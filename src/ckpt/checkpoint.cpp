@@ -50,39 +50,42 @@ class Reader {
 
   const c10::IValue& field(const std::string& key) const {
     auto it = d_.find(key);
-    BIGBATCH_CHECK(it != d_.end(), InvalidArgument,
-                   "'{}' is not a complete bigbatch checkpoint: field '{}' is missing", origin_, key);
+    BIGBATCH_REQUIRE(it != d_.end(), InvalidArgument,
+                     "'{}' is not a complete bigbatch checkpoint: field '{}' is missing", origin_,
+                     key);
     return it->value();
   }
   int64_t integer(const std::string& key) const {
     const auto& v = field(key);
-    BIGBATCH_CHECK(v.isInt(), InvalidArgument, "'{}': checkpoint field '{}' is a {}, not an integer",
-                   origin_, key, v.tagKind());
+    BIGBATCH_REQUIRE(v.isInt(), InvalidArgument,
+                     "'{}': checkpoint field '{}' is a {}, not an integer", origin_, key,
+                     v.tagKind());
     return v.toInt();
   }
   std::string string(const std::string& key) const {
     const auto& v = field(key);
-    BIGBATCH_CHECK(v.isString(), InvalidArgument, "'{}': checkpoint field '{}' is a {}, not a string",
-                   origin_, key, v.tagKind());
+    BIGBATCH_REQUIRE(v.isString(), InvalidArgument,
+                     "'{}': checkpoint field '{}' is a {}, not a string", origin_, key,
+                     v.tagKind());
     return v.toStringRef();
   }
   NamedTensors tensors(const c10::IValue& v, const std::string& what) const {
-    BIGBATCH_CHECK(v.isGenericDict(), InvalidArgument,
-                   "'{}': checkpoint field '{}' is a {}, not a dict of tensors", origin_, what,
-                   v.tagKind());
+    BIGBATCH_REQUIRE(v.isGenericDict(), InvalidArgument,
+                     "'{}': checkpoint field '{}' is a {}, not a dict of tensors", origin_, what,
+                     v.tagKind());
     NamedTensors out;
     for (const auto& e : v.toGenericDict()) {
-      BIGBATCH_CHECK(e.key().isString() && e.value().isTensor(), InvalidArgument,
-                     "'{}': checkpoint field '{}' has an entry that is not name -> tensor", origin_,
-                     what);
+      BIGBATCH_REQUIRE(e.key().isString() && e.value().isTensor(), InvalidArgument,
+                       "'{}': checkpoint field '{}' has an entry that is not name -> tensor",
+                       origin_, what);
       out.emplace_back(e.key().toStringRef(), e.value().toTensor());
     }
     return out;
   }
   std::vector<c10::IValue> list(const std::string& key) const {
     const auto& v = field(key);
-    BIGBATCH_CHECK(v.isList(), InvalidArgument, "'{}': checkpoint field '{}' is a {}, not a list",
-                   origin_, key, v.tagKind());
+    BIGBATCH_REQUIRE(v.isList(), InvalidArgument, "'{}': checkpoint field '{}' is a {}, not a list",
+                     origin_, key, v.tagKind());
     return v.toListRef().vec();
   }
 
@@ -93,7 +96,8 @@ class Reader {
 
 std::vector<char> readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  BIGBATCH_CHECK(in.good(), IoError, "cannot open checkpoint '{}': {}", path, std::strerror(errno));
+  BIGBATCH_REQUIRE(in.good(), IoError, "cannot open checkpoint '{}': {}", path,
+                   std::strerror(errno));
   return std::vector<char>((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
@@ -129,18 +133,20 @@ std::vector<char> serializeCheckpoint(const Checkpoint& c) {
 }
 
 Checkpoint parseCheckpoint(const std::vector<char>& bytes, const std::string& origin) {
-  BIGBATCH_CHECK(bytes.size() >= kFrameBytes && std::equal(kMagic, kMagic + 8, bytes.begin()),
-                 InvalidArgument,
-                 "'{}' is not a bigbatch checkpoint (no BBCKPT1 header; a weights-only file goes "
-                 "to --init-from instead)",
-                 origin);
+  BIGBATCH_REQUIRE(bytes.size() >= kFrameBytes && std::equal(kMagic, kMagic + 8, bytes.begin()),
+                   InvalidArgument,
+                   "'{}' is not a bigbatch checkpoint (no BBCKPT1 header; a weights-only file goes "
+                   "to --init-from instead)",
+                   origin);
   const uint64_t length = readU64(bytes.data() + 8), hash = readU64(bytes.data() + 16);
-  BIGBATCH_CHECK(length == bytes.size() - kFrameBytes, InvalidArgument,
-                 "'{}' is a truncated or torn checkpoint: its header promises {} bytes, it holds {}",
-                 origin, length, bytes.size() - kFrameBytes);
+  BIGBATCH_REQUIRE(
+      length == bytes.size() - kFrameBytes, InvalidArgument,
+      "'{}' is a truncated or torn checkpoint: its header promises {} bytes, it holds {}", origin,
+      length, bytes.size() - kFrameBytes);
   const std::vector<char> payload(bytes.begin() + kFrameBytes, bytes.end());
-  BIGBATCH_CHECK(fnv1a64(payload.data(), payload.size()) == hash, InvalidArgument,
-                 "'{}' is a corrupt checkpoint: its checksum does not match its contents", origin);
+  BIGBATCH_REQUIRE(fnv1a64(payload.data(), payload.size()) == hash, InvalidArgument,
+                   "'{}' is a corrupt checkpoint: its checksum does not match its contents",
+                   origin);
   c10::IValue value;
   try {
     value = torch::pickle_load(payload);
@@ -148,26 +154,27 @@ Checkpoint parseCheckpoint(const std::vector<char>& bytes, const std::string& or
     BIGBATCH_THROW(InvalidArgument, "'{}' is not a bigbatch checkpoint (unreadable: {})", origin,
                    std::string(e.what()).substr(0, 200));
   }
-  BIGBATCH_CHECK(value.isGenericDict(), InvalidArgument,
-                 "'{}' is not a bigbatch checkpoint (it holds a {}, not a dict)", origin,
-                 value.tagKind());
+  BIGBATCH_REQUIRE(value.isGenericDict(), InvalidArgument,
+                   "'{}' is not a bigbatch checkpoint (it holds a {}, not a dict)", origin,
+                   value.tagKind());
   const auto d = value.toGenericDict();
   for (const auto& e : d) {
-    BIGBATCH_CHECK(e.key().isString(), InvalidArgument,
-                   "'{}' is not a bigbatch checkpoint (a key is a {})", origin, e.key().tagKind());
+    BIGBATCH_REQUIRE(e.key().isString(), InvalidArgument,
+                     "'{}' is not a bigbatch checkpoint (a key is a {})", origin,
+                     e.key().tagKind());
   }
   Reader r(d, origin);
   const auto format = d.find("format");
-  BIGBATCH_CHECK(format != d.end() && format->value().isString() &&
-                     format->value().toStringRef() == kFormat,
-                 InvalidArgument,
-                 "'{}' is not a bigbatch checkpoint (no format '{}'; a weights-only file goes to "
-                 "--init-from instead)",
-                 origin, kFormat);
+  BIGBATCH_REQUIRE(
+      format != d.end() && format->value().isString() && format->value().toStringRef() == kFormat,
+      InvalidArgument,
+      "'{}' is not a bigbatch checkpoint (no format '{}'; a weights-only file goes to "
+      "--init-from instead)",
+      origin, kFormat);
   const int64_t version = r.integer("version");
-  BIGBATCH_CHECK(version == Checkpoint::kVersion, InvalidArgument,
-                 "'{}' is a version {} checkpoint; this bigbatch reads version {}", origin, version,
-                 Checkpoint::kVersion);
+  BIGBATCH_REQUIRE(version == Checkpoint::kVersion, InvalidArgument,
+                   "'{}' is a version {} checkpoint; this bigbatch reads version {}", origin,
+                   version, Checkpoint::kVersion);
   Checkpoint c;
   c.config = r.string("config");
   c.worldSize = r.integer("world_size");
@@ -175,32 +182,33 @@ Checkpoint parseCheckpoint(const std::vector<char>& bytes, const std::string& or
   c.epoch = r.integer("epoch");
   c.stepInEpoch = r.integer("step_in_epoch");
   c.globalStep = r.integer("global_step");
-  BIGBATCH_CHECK(c.worldSize >= 1 && c.globalBatch >= 1 && c.epoch >= 1 && c.stepInEpoch >= 0 &&
-                     c.globalStep >= 0,
-                 InvalidArgument,
-                 "'{}': checkpoint counters are out of range (world_size {}, global_batch {}, "
-                 "epoch {}, step_in_epoch {}, global_step {})",
-                 origin, c.worldSize, c.globalBatch, c.epoch, c.stepInEpoch, c.globalStep);
+  BIGBATCH_REQUIRE(c.worldSize >= 1 && c.globalBatch >= 1 && c.epoch >= 1 && c.stepInEpoch >= 0 &&
+                       c.globalStep >= 0,
+                   InvalidArgument,
+                   "'{}': checkpoint counters are out of range (world_size {}, global_batch {}, "
+                   "epoch {}, step_in_epoch {}, global_step {})",
+                   origin, c.worldSize, c.globalBatch, c.epoch, c.stepInEpoch, c.globalStep);
   c.parameters = r.tensors(r.field("parameters"), "parameters");
   for (const auto& b : r.list("rank_buffers")) c.rankBuffers.push_back(r.tensors(b, "rank_buffers"));
   for (const auto& t : r.list("rank_rng")) {
-    BIGBATCH_CHECK(t.isTensor() && t.toTensor().scalar_type() == torch::kUInt8, InvalidArgument,
-                   "'{}': checkpoint field 'rank_rng' holds a non-byte entry", origin);
+    BIGBATCH_REQUIRE(t.isTensor() && t.toTensor().scalar_type() == torch::kUInt8, InvalidArgument,
+                     "'{}': checkpoint field 'rank_rng' holds a non-byte entry", origin);
     c.rankRng.push_back(t.toTensor());
   }
-  BIGBATCH_CHECK(static_cast<int64_t>(c.rankBuffers.size()) == c.worldSize &&
-                     static_cast<int64_t>(c.rankRng.size()) == c.worldSize,
-                 InvalidArgument,
-                 "'{}': checkpoint of {} ranks holds buffers of {} and RNG states of {} ranks",
-                 origin, c.worldSize, c.rankBuffers.size(), c.rankRng.size());
+  BIGBATCH_REQUIRE(static_cast<int64_t>(c.rankBuffers.size()) == c.worldSize &&
+                       static_cast<int64_t>(c.rankRng.size()) == c.worldSize,
+                   InvalidArgument,
+                   "'{}': checkpoint of {} ranks holds buffers of {} and RNG states of {} ranks",
+                   origin, c.worldSize, c.rankBuffers.size(), c.rankRng.size());
   c.optimizer = r.tensors(r.field("optimizer"), "optimizer");
   const auto& counters = r.field("counters");
-  BIGBATCH_CHECK(counters.isGenericDict(), InvalidArgument,
-                 "'{}': checkpoint field 'counters' is a {}, not a dict", origin, counters.tagKind());
+  BIGBATCH_REQUIRE(counters.isGenericDict(), InvalidArgument,
+                   "'{}': checkpoint field 'counters' is a {}, not a dict", origin,
+                   counters.tagKind());
   for (const auto& e : counters.toGenericDict()) {
-    BIGBATCH_CHECK(e.key().isString() && e.value().isDouble(), InvalidArgument,
-                   "'{}': checkpoint field 'counters' has an entry that is not name -> float",
-                   origin);
+    BIGBATCH_REQUIRE(e.key().isString() && e.value().isDouble(), InvalidArgument,
+                     "'{}': checkpoint field 'counters' has an entry that is not name -> float",
+                     origin);
     c.counters[e.key().toStringRef()] = e.value().toDouble();
   }
   return c;
@@ -214,7 +222,7 @@ void writeCheckpoint(const Checkpoint& c, const std::string& path) {
 Checkpoint readCheckpoint(const std::string& path) { return parseCheckpoint(readFile(path), path); }
 
 CheckpointDir::CheckpointDir(std::string dir, int keep) : dir_(std::move(dir)), keep_(keep) {
-  BIGBATCH_CHECK(keep_ >= 1, InvalidArgument, "ckpt.keep = {} must be at least 1", keep_);
+  BIGBATCH_REQUIRE(keep_ >= 1, InvalidArgument, "ckpt.keep = {} must be at least 1", keep_);
 }
 
 namespace {
@@ -237,7 +245,7 @@ std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string& 
 std::string CheckpointDir::save(const Checkpoint& c) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
-  BIGBATCH_CHECK(!ec, IoError, "cannot create checkpoint directory '{}': {}", dir_, ec.message());
+  BIGBATCH_REQUIRE(!ec, IoError, "cannot create checkpoint directory '{}': {}", dir_, ec.message());
   const std::string name = fmt::format("ckpt-{:09d}.pt", c.globalStep);
   const std::string path = (fs::path(dir_) / name).string();
   writeCheckpoint(c, path);

@@ -43,8 +43,8 @@ void saveStateDict(torch::nn::Module& module, const std::string& path) {
 
 c10::Dict<std::string, at::Tensor> readStateDict(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
-  BIGBATCH_CHECK(in.good(), IoError, "cannot open weights file '{}': {}", path,
-                 std::strerror(errno));
+  BIGBATCH_REQUIRE(in.good(), IoError, "cannot open weights file '{}': {}", path,
+                   std::strerror(errno));
   std::vector<char> bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   c10::IValue value;
   try {
@@ -54,14 +54,14 @@ c10::Dict<std::string, at::Tensor> readStateDict(const std::string& path) {
                    "'{}' is not a PyTorch state-dict file (torch.save of a dict of tensors): {}",
                    path, e.what_without_backtrace());
   }
-  BIGBATCH_CHECK(value.isGenericDict(), InvalidArgument,
-                 "'{}' holds a {}, not a dict from names to tensors (save model.state_dict())",
-                 path, value.tagKind());
+  BIGBATCH_REQUIRE(value.isGenericDict(), InvalidArgument,
+                   "'{}' holds a {}, not a dict from names to tensors (save model.state_dict())",
+                   path, value.tagKind());
   c10::Dict<std::string, at::Tensor> out;
   for (const auto& entry : value.toGenericDict()) {
-    BIGBATCH_CHECK(entry.key().isString() && entry.value().isTensor(), InvalidArgument,
-                   "'{}' has an entry that is not name -> tensor ({} -> {})", path,
-                   entry.key().tagKind(), entry.value().tagKind());
+    BIGBATCH_REQUIRE(entry.key().isString() && entry.value().isTensor(), InvalidArgument,
+                     "'{}' has an entry that is not name -> tensor ({} -> {})", path,
+                     entry.key().tagKind(), entry.value().tagKind());
     out.insert(entry.key().toStringRef(), entry.value().toTensor());
   }
   return out;
@@ -72,25 +72,26 @@ void loadStateDict(torch::nn::Module& module, const std::string& path) {
   std::set<std::string> used;
   torch::NoGradGuard noGrad;
   auto assign = [&](const std::string& name, torch::Tensor& target) {
-    BIGBATCH_CHECK(dict.contains(name), InvalidArgument,
-                   "'{}' has no tensor '{}' that this model needs; it was saved from another "
-                   "architecture (compare model.* in the config)",
-                   path, name);
+    BIGBATCH_REQUIRE(dict.contains(name), InvalidArgument,
+                     "'{}' has no tensor '{}' that this model needs; it was saved from another "
+                     "architecture (compare model.* in the config)",
+                     path, name);
     const at::Tensor src = dict.at(name);
-    BIGBATCH_CHECK(src.sizes() == target.sizes(), InvalidArgument,
-                   "'{}': tensor '{}' has shape {} in the file but {} in this model; it was saved "
-                   "from another architecture (compare model.* in the config)",
-                   path, name, shapeText(src), shapeText(target));
+    BIGBATCH_REQUIRE(
+        src.sizes() == target.sizes(), InvalidArgument,
+        "'{}': tensor '{}' has shape {} in the file but {} in this model; it was saved "
+        "from another architecture (compare model.* in the config)",
+        path, name, shapeText(src), shapeText(target));
     target.copy_(src);
     used.insert(name);
   };
   for (auto& item : module.named_parameters()) assign(item.key(), item.value());
   for (auto& item : module.named_buffers()) assign(item.key(), item.value());
   for (const auto& entry : dict) {
-    BIGBATCH_CHECK(used.count(entry.key()), InvalidArgument,
-                   "'{}' holds tensor '{}' that this model does not have; it was saved from "
-                   "another architecture (compare model.* in the config)",
-                   path, entry.key());
+    BIGBATCH_REQUIRE(used.count(entry.key()), InvalidArgument,
+                     "'{}' holds tensor '{}' that this model does not have; it was saved from "
+                     "another architecture (compare model.* in the config)",
+                     path, entry.key());
   }
 }
 

@@ -75,10 +75,10 @@ std::vector<AllreduceRule> parseAllreduceRules(const std::string& spec) {
     rules.push_back(rule);
     a = b + 1;
   }
-  BIGBATCH_CHECK(!rules.empty() && rules.back().belowBytes == SIZE_MAX, InvalidArgument,
-                 "allreduce table '{}': the last entry must be a bare algorithm name (no size) "
-                 "covering the largest messages, e.g. '64K:recursive_doubling,shm'",
-                 spec);
+  BIGBATCH_REQUIRE(!rules.empty() && rules.back().belowBytes == SIZE_MAX, InvalidArgument,
+                   "allreduce table '{}': the last entry must be a bare algorithm name (no size) "
+                   "covering the largest messages, e.g. '64K:recursive_doubling,shm'",
+                   spec);
   return rules;
 }
 

@@ -27,8 +27,8 @@ size_t chunkBegin(size_t count, int n, int c) { return ringChunkBegin(count, n, 
 
 void broadcast(Communicator& comm, void* data, size_t bytes, int root) {
   const int n = comm.size();
-  BIGBATCH_CHECK(root >= 0 && root < n, InvalidArgument, "broadcast root {} is outside 0..{}",
-                 root, n - 1);
+  BIGBATCH_REQUIRE(root >= 0 && root < n, InvalidArgument, "broadcast root {} is outside 0..{}",
+                   root, n - 1);
   if (n == 1) return;
   // The root is part of the signature: ranks that disagree on it fail too.
   checkSameSignature(comm, /*operation=*/2 + 16 * static_cast<int64_t>(root), bytes,

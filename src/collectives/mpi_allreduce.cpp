@@ -39,10 +39,10 @@ void initLowPrecision() {
 
 void MpiAllreduce::reduce(Communicator& comm, void* data, size_t count, DataType type) {
   auto* mpi = dynamic_cast<MpiCommunicator*>(&comm);
-  BIGBATCH_CHECK(mpi != nullptr, InvalidArgument,
-                 "the 'mpi' allreduce needs an MPI communicator, got {}", comm.transportName());
-  BIGBATCH_CHECK(count <= static_cast<size_t>(INT_MAX), InvalidArgument,
-                 "{} elements exceed MPI's int count", count);
+  BIGBATCH_REQUIRE(mpi != nullptr, InvalidArgument,
+                   "the 'mpi' allreduce needs an MPI communicator, got {}", comm.transportName());
+  BIGBATCH_REQUIRE(count <= static_cast<size_t>(INT_MAX), InvalidArgument,
+                   "{} elements exceed MPI's int count", count);
   MPI_Datatype mpiType = MPI_FLOAT;
   MPI_Op op = MPI_SUM;
   switch (type) {

@@ -96,10 +96,10 @@ bool Communicator::uniformHosts() {
 }
 
 SharedSegment& Communicator::sharedSegment(const std::string& key, size_t slotBytes) {
-  BIGBATCH_CHECK(localSize() == size(), InvalidArgument,
-                 "shared memory needs every rank on one host, but only {} of {} ranks share "
-                 "this host; use the hierarchical algorithm across hosts",
-                 localSize(), size());
+  BIGBATCH_REQUIRE(localSize() == size(), InvalidArgument,
+                   "shared memory needs every rank on one host, but only {} of {} ranks share "
+                   "this host; use the hierarchical algorithm across hosts",
+                   localSize(), size());
   auto& seg = segments_[key];
   if (!seg || seg->slotBytes() < slotBytes) {
     seg.reset();

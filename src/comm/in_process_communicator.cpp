@@ -260,8 +260,8 @@ class InProcessCommunicator : public Communicator {
 
  private:
   void checkPeer(int peer) const {
-    BIGBATCH_CHECK(peer >= 0 && peer < size(), InvalidArgument, "peer {} is outside 0..{}", peer,
-                   size() - 1);
+    BIGBATCH_REQUIRE(peer >= 0 && peer < size(), InvalidArgument, "peer {} is outside 0..{}", peer,
+                     size() - 1);
   }
   std::shared_ptr<InProcessGroup> group_;
   int rank_;
@@ -271,7 +271,7 @@ class InProcessCommunicator : public Communicator {
 }  // namespace
 
 std::vector<std::unique_ptr<Communicator>> makeInProcessGroup(int size, int ranksPerHost) {
-  BIGBATCH_CHECK(size >= 1, InvalidArgument, "group size {} must be at least 1", size);
+  BIGBATCH_REQUIRE(size >= 1, InvalidArgument, "group size {} must be at least 1", size);
   if (ranksPerHost <= 0) ranksPerHost = size;
   std::vector<int> hosts(size);
   for (int r = 0; r < size; ++r) hosts[r] = r / ranksPerHost;

@@ -142,16 +142,16 @@ MpiCommunicator::~MpiCommunicator() {
 }
 
 std::unique_ptr<Request> MpiCommunicator::isend(const void* data, size_t bytes, int peer, int tag) {
-  BIGBATCH_CHECK(bytes <= static_cast<size_t>(INT_MAX), InvalidArgument,
-                 "one message of {} bytes exceeds MPI's int count; split it", bytes);
+  BIGBATCH_REQUIRE(bytes <= static_cast<size_t>(INT_MAX), InvalidArgument,
+                   "one message of {} bytes exceeds MPI's int count; split it", bytes);
   MPI_Request req;
   checkMpi(MPI_Isend(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &req), "MPI_Isend");
   return std::make_unique<MpiRequest>(this, req, bytes, peer, tag, false);
 }
 
 std::unique_ptr<Request> MpiCommunicator::irecv(void* data, size_t bytes, int peer, int tag) {
-  BIGBATCH_CHECK(bytes <= static_cast<size_t>(INT_MAX), InvalidArgument,
-                 "one message of {} bytes exceeds MPI's int count; split it", bytes);
+  BIGBATCH_REQUIRE(bytes <= static_cast<size_t>(INT_MAX), InvalidArgument,
+                   "one message of {} bytes exceeds MPI's int count; split it", bytes);
   MPI_Request req;
   checkMpi(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &req), "MPI_Irecv");
   return std::make_unique<MpiRequest>(this, req, bytes, peer, tag, true);
@@ -181,9 +181,9 @@ class MpiSharedSegment : public SharedSegment {
       MPI_Aint bytes = 0;
       int disp = 0;
       checkMpi(MPI_Win_shared_query(win_, r, &bytes, &disp, &slots_[r]), "MPI_Win_shared_query");
-      BIGBATCH_CHECK(static_cast<size_t>(bytes) >= slotBytes, IoError,
-                     "shared window slot of rank {} holds {} bytes, expected {}", r, bytes,
-                     slotBytes);
+      BIGBATCH_REQUIRE(static_cast<size_t>(bytes) >= slotBytes, IoError,
+                       "shared window slot of rank {} holds {} bytes, expected {}", r, bytes,
+                       slotBytes);
     }
     std::memset(mine, 0, slotBytes);
   }

@@ -25,8 +25,8 @@ std::string findIdx(const std::string& dir, const std::string& stem) {
 }  // namespace
 
 Dataset loadFashionMnist(const std::string& dirIn, const std::string& split) {
-  BIGBATCH_CHECK(split == "train" || split == "test", InvalidArgument,
-                 "split must be 'train' or 'test', got '{}'", split);
+  BIGBATCH_REQUIRE(split == "train" || split == "test", InvalidArgument,
+                   "split must be 'train' or 'test', got '{}'", split);
   const std::string dir = dirIn.empty() ? kFashionMnistDefaultDir : dirIn;
   const std::string prefix = split == "train" ? "train" : "t10k";
   const std::string imagePath = findIdx(dir, prefix + "-images-idx3-ubyte");

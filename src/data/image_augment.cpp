@@ -173,8 +173,8 @@ void resizeNormalise(const uint8_t* img, int64_t W, int64_t C, int64_t top, int6
 void augmentInto(const Image& decoded, const ImageSize& original, const CropPlan& plan,
                  const ImageAugment& a, torch::Tensor out) {
   const int64_t C = decoded.channels, H = decoded.height, W = decoded.width;
-  BIGBATCH_CHECK(out.dim() == 3 && out.size(0) == C, InvalidArgument,
-                 "augment: output slot {} for a {}-channel image", c10::str(out.sizes()), C);
+  BIGBATCH_REQUIRE(out.dim() == 3 && out.size(0) == C, InvalidArgument,
+                   "augment: output slot {} for a {}-channel image", c10::str(out.sizes()), C);
   // The plan is in original pixels; the decode may have been DCT-scaled.
   const double sy = static_cast<double>(H) / static_cast<double>(original.height);
   const double sx = static_cast<double>(W) / static_cast<double>(original.width);

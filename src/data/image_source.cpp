@@ -24,8 +24,8 @@ namespace fs = std::filesystem;
 // Raw HWC bytes of a known size: "decoding" is a copy.
 Image rawImage(const std::vector<uint8_t>& bytes, int64_t h, int64_t w, int64_t c,
                const std::string& what) {
-  BIGBATCH_CHECK(static_cast<int64_t>(bytes.size()) == h * w * c, IoError,
-                 "{}: {} bytes for a {}x{}x{} image", what, bytes.size(), h, w, c);
+  BIGBATCH_REQUIRE(static_cast<int64_t>(bytes.size()) == h * w * c, IoError,
+                   "{}: {} bytes for a {}x{}x{} image", what, bytes.size(), h, w, c);
   return Image{h, w, c, bytes};
 }
 
@@ -34,9 +34,9 @@ Image rawImage(const std::vector<uint8_t>& bytes, int64_t h, int64_t w, int64_t 
 class IdxSource final : public ImageSource {
  public:
   explicit IdxSource(Dataset d) : d_(std::move(d)) {
-    BIGBATCH_CHECK(d_.images.defined() && d_.images.dim() == 4 &&
-                       d_.images.scalar_type() == torch::kUInt8,
-                   InvalidArgument, "IDX source: images must be uint8 [N, C, H, W]");
+    BIGBATCH_REQUIRE(
+        d_.images.defined() && d_.images.dim() == 4 && d_.images.scalar_type() == torch::kUInt8,
+        InvalidArgument, "IDX source: images must be uint8 [N, C, H, W]");
     d_.images = d_.images.contiguous();
     d_.labels = d_.labels.contiguous();
     c_ = d_.images.size(1);
@@ -74,14 +74,14 @@ class MappedFile {
  public:
   explicit MappedFile(const std::string& path) : path_(path) {
     const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    BIGBATCH_CHECK(fd >= 0, IoError, "cannot open {}: {}", path, std::strerror(errno));
+    BIGBATCH_REQUIRE(fd >= 0, IoError, "cannot open {}: {}", path, std::strerror(errno));
     struct stat st {};
     ::fstat(fd, &st);
     size_ = static_cast<size_t>(st.st_size);
     if (size_ > 0) {
       void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
       ::close(fd);
-      BIGBATCH_CHECK(p != MAP_FAILED, IoError, "cannot map {}: {}", path, std::strerror(errno));
+      BIGBATCH_REQUIRE(p != MAP_FAILED, IoError, "cannot map {}: {}", path, std::strerror(errno));
       data_ = static_cast<const uint8_t*>(p);
     } else {
       ::close(fd);
@@ -117,18 +117,18 @@ class Cifar10Source final : public ImageSource {
     }
     for (const auto& n : names) {
       const std::string path = (fs::path(dir) / n).string();
-      BIGBATCH_CHECK(fs::exists(path), IoError,
-                     "CIFAR-10: {} is missing (expected the binary version's {} in {})", path,
-                     fmt::join(names, ", "), dir);
+      BIGBATCH_REQUIRE(fs::exists(path), IoError,
+                       "CIFAR-10: {} is missing (expected the binary version's {} in {})", path,
+                       fmt::join(names, ", "), dir);
       auto f = std::make_unique<MappedFile>(path);
-      BIGBATCH_CHECK(f->size() > 0 && f->size() % kRecord == 0, IoError,
-                     "CIFAR-10: {} has {} bytes, not a positive multiple of the {}-byte record "
-                     "(truncated or not a CIFAR-10 binary batch)",
-                     path, f->size(), kRecord);
+      BIGBATCH_REQUIRE(f->size() > 0 && f->size() % kRecord == 0, IoError,
+                       "CIFAR-10: {} has {} bytes, not a positive multiple of the {}-byte record "
+                       "(truncated or not a CIFAR-10 binary batch)",
+                       path, f->size(), kRecord);
       for (int64_t r = 0; r < static_cast<int64_t>(f->size() / kRecord); ++r) {
         const uint8_t label = f->data()[r * kRecord];
-        BIGBATCH_CHECK(label < 10, IoError, "CIFAR-10: {} record {} has label {} (not 0..9)",
-                       path, r, static_cast<int>(label));
+        BIGBATCH_REQUIRE(label < 10, IoError, "CIFAR-10: {} record {} has label {} (not 0..9)",
+                         path, r, static_cast<int>(label));
         records_.push_back({files_.size(), r});
       }
       files_.push_back(std::move(f));
@@ -149,7 +149,8 @@ class Cifar10Source final : public ImageSource {
   }
   ImageSize peek(const std::vector<uint8_t>&) const override { return {32, 32}; }
   Image decode(const std::vector<uint8_t>& bytes, const DecodeRequest&) const override {
-    BIGBATCH_CHECK(bytes.size() == 3 * 32 * 32, IoError, "CIFAR-10 record of {} bytes", bytes.size());
+    BIGBATCH_REQUIRE(bytes.size() == 3 * 32 * 32, IoError, "CIFAR-10 record of {} bytes",
+                     bytes.size());
     Image img{32, 32, 3, std::vector<uint8_t>(3 * 32 * 32)};
     for (int64_t ch = 0; ch < 3; ++ch) {
       for (int64_t p = 0; p < 32 * 32; ++p) img.pixels[p * 3 + ch] = bytes[ch * 32 * 32 + p];
@@ -180,18 +181,18 @@ bool isJpegName(const fs::path& p) {
 class ImageFolderSource final : public ImageSource {
  public:
   explicit ImageFolderSource(const std::string& root) {
-    BIGBATCH_CHECK(fs::is_directory(root), IoError,
-                   "image folder {} does not exist or is not a directory (expected "
-                   "root/<class>/<image>.jpg)",
-                   root);
+    BIGBATCH_REQUIRE(fs::is_directory(root), IoError,
+                     "image folder {} does not exist or is not a directory (expected "
+                     "root/<class>/<image>.jpg)",
+                     root);
     std::vector<fs::path> classes;
     for (const auto& e : fs::directory_iterator(root)) {
       if (e.is_directory()) classes.push_back(e.path());
     }
     std::sort(classes.begin(), classes.end());
-    BIGBATCH_CHECK(!classes.empty(), IoError,
-                   "image folder {} has no class sub-folders (expected root/<class>/<image>.jpg)",
-                   root);
+    BIGBATCH_REQUIRE(!classes.empty(), IoError,
+                     "image folder {} has no class sub-folders (expected root/<class>/<image>.jpg)",
+                     root);
     for (size_t c = 0; c < classes.size(); ++c) {
       std::vector<std::string> files;
       for (const auto& e : fs::directory_iterator(classes[c])) {
@@ -208,8 +209,10 @@ class ImageFolderSource final : public ImageSource {
       }
     }
     classes_ = static_cast<int64_t>(classes.size());
-    BIGBATCH_CHECK(!paths_.empty(), IoError, "image folder {}: no .jpg/.jpeg files in any of its {} "
-                   "class folders", root, classes.size());
+    BIGBATCH_REQUIRE(!paths_.empty(), IoError,
+                     "image folder {}: no .jpg/.jpeg files in any of its {} "
+                     "class folders",
+                     root, classes.size());
   }
   std::string kind() const override { return "folder"; }
   int64_t size() const override { return static_cast<int64_t>(paths_.size()); }
@@ -220,12 +223,12 @@ class ImageFolderSource final : public ImageSource {
   std::string where(int64_t i) const override { return paths_[i]; }
   void read(int64_t i, std::vector<uint8_t>& bytes) const override {
     std::ifstream in(paths_[i], std::ios::binary | std::ios::ate);
-    BIGBATCH_CHECK(in.good(), IoError, "cannot read {}: {}", paths_[i], std::strerror(errno));
+    BIGBATCH_REQUIRE(in.good(), IoError, "cannot read {}: {}", paths_[i], std::strerror(errno));
     const std::streamsize n = in.tellg();
     in.seekg(0);
     bytes.resize(static_cast<size_t>(std::max<std::streamsize>(n, 0)));
-    BIGBATCH_CHECK(in.read(reinterpret_cast<char*>(bytes.data()), n) || n == 0, IoError,
-                   "cannot read {}: {}", paths_[i], std::strerror(errno));
+    BIGBATCH_REQUIRE(in.read(reinterpret_cast<char*>(bytes.data()), n) || n == 0, IoError,
+                     "cannot read {}: {}", paths_[i], std::strerror(errno));
   }
   ImageSize peek(const std::vector<uint8_t>& bytes) const override {
     return data_detail::jpegSize(bytes.data(), bytes.size());
@@ -246,9 +249,9 @@ class SyntheticSource final : public ImageSource {
  public:
   SyntheticSource(int64_t n, int64_t c, int64_t h, int64_t w, int64_t classes, uint64_t seed)
       : n_(n), c_(c), h_(h), w_(w), classes_(classes), seed_(seed) {
-    BIGBATCH_CHECK(n > 0 && c > 0 && h > 0 && w > 0 && classes > 0, InvalidArgument,
-                   "synthetic source: sizes must be positive (n {}, {}x{}x{}, {} classes)", n, c,
-                   h, w, classes);
+    BIGBATCH_REQUIRE(n > 0 && c > 0 && h > 0 && w > 0 && classes > 0, InvalidArgument,
+                     "synthetic source: sizes must be positive (n {}, {}x{}x{}, {} classes)", n, c,
+                     h, w, classes);
   }
   std::string kind() const override { return "synthetic"; }
   int64_t size() const override { return n_; }

@@ -181,8 +181,8 @@ struct InputPipeline::State {
       if (!x.image) {
         auto d = std::make_shared<DecodedImage>();
         d->original = source->peek(x.bytes);
-        BIGBATCH_CHECK(d->original.height > 0 && d->original.width > 0, IoError,
-                       "image of size {}x{}", d->original.height, d->original.width);
+        BIGBATCH_REQUIRE(d->original.height > 0 && d->original.width > 0, IoError,
+                         "image of size {}x{}", d->original.height, d->original.width);
         DecodeRequest request;
         if (cache && cache->shortSide() > 0) {
           // Cached: keep enough resolution for any later crop.
@@ -195,8 +195,8 @@ struct InputPipeline::State {
           request = {x.plan.height, x.plan.width, o2.height, o2.width};
         }
         d->image = source->decode(x.bytes, request);
-        BIGBATCH_CHECK(d->image.channels == channels, IoError,
-                       "{} channels where the source has {}", d->image.channels, channels);
+        BIGBATCH_REQUIRE(d->image.channels == channels, IoError,
+                         "{} channels where the source has {}", d->image.channels, channels);
         ++decoded;
         std::vector<uint8_t>().swap(x.bytes);
         if (cache) cache->insert(x.index, d);
@@ -292,27 +292,26 @@ InputPipeline::InputPipeline(std::shared_ptr<const ImageSource> source, ImageAug
                              PipelineOptions o, uint64_t seed, int64_t epoch,
                              std::vector<std::vector<int64_t>> batches,
                              std::shared_ptr<DecodedCache> cache) {
-  BIGBATCH_CHECK(source != nullptr, InvalidArgument, "input pipeline: no source");
+  BIGBATCH_REQUIRE(source != nullptr, InvalidArgument, "input pipeline: no source");
   const bool inlineMode = o.readThreads == 0 && o.decodeThreads == 0 && o.augmentThreads == 0;
-  BIGBATCH_CHECK((inlineMode || (o.readThreads >= 1 && o.decodeThreads >= 1 &&
-                                 o.augmentThreads >= 1)) &&
-                     o.prefetchBatches >= 1 && o.queueSamples >= 1,
-                 InvalidArgument,
-                 "input pipeline: threads per stage must all be >= 1 (or all 0: inline), prefetch "
-                 "depth and queue size >= 1 (read {}, decode {}, augment {}, prefetch {}, queue {})",
-                 o.readThreads, o.decodeThreads, o.augmentThreads, o.prefetchBatches,
-                 o.queueSamples);
+  BIGBATCH_REQUIRE(
+      (inlineMode || (o.readThreads >= 1 && o.decodeThreads >= 1 && o.augmentThreads >= 1)) &&
+          o.prefetchBatches >= 1 && o.queueSamples >= 1,
+      InvalidArgument,
+      "input pipeline: threads per stage must all be >= 1 (or all 0: inline), prefetch "
+      "depth and queue size >= 1 (read {}, decode {}, augment {}, prefetch {}, queue {})",
+      o.readThreads, o.decodeThreads, o.augmentThreads, o.prefetchBatches, o.queueSamples);
   const ImageSize fixed = source->fixedSize();
-  BIGBATCH_CHECK((augment.outHeight > 0 && augment.outWidth > 0) || fixed.height > 0,
-                 InvalidArgument,
-                 "input pipeline: the {} source's images differ in size; give an output size "
-                 "(e.g. a random resized crop to 224 x 224)",
-                 source->kind());
+  BIGBATCH_REQUIRE((augment.outHeight > 0 && augment.outWidth > 0) || fixed.height > 0,
+                   InvalidArgument,
+                   "input pipeline: the {} source's images differ in size; give an output size "
+                   "(e.g. a random resized crop to 224 x 224)",
+                   source->kind());
   for (const auto& b : batches) {
     for (int64_t i : b) {
-      BIGBATCH_CHECK(i >= 0 && i < source->size(), InvalidArgument,
-                     "input pipeline: sample index {} outside the source's {} samples", i,
-                     source->size());
+      BIGBATCH_REQUIRE(i >= 0 && i < source->size(), InvalidArgument,
+                       "input pipeline: sample index {} outside the source's {} samples", i,
+                       source->size());
     }
   }
   state_ = std::make_shared<State>(static_cast<size_t>(o.queueSamples));

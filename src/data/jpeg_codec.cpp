@@ -20,7 +20,7 @@ struct Handle {
 
 tjhandle decompressor() {
   thread_local Handle handle(tjInitDecompress());
-  BIGBATCH_CHECK(handle.h != nullptr, IoError, "libturbojpeg: cannot create a decompressor");
+  BIGBATCH_REQUIRE(handle.h != nullptr, IoError, "libturbojpeg: cannot create a decompressor");
   return handle.h;
 }
 
@@ -70,14 +70,14 @@ Image decodeJpeg(const uint8_t* data, size_t size, const DecodeRequest& request)
 }
 
 std::vector<uint8_t> encodeJpegImage(const Image& image, int quality) {
-  BIGBATCH_CHECK(image.channels == 1 || image.channels == 3, InvalidArgument,
-                 "encodeJpeg: {} channels; 1 or 3 supported", image.channels);
-  BIGBATCH_CHECK(static_cast<int64_t>(image.pixels.size()) ==
-                     image.height * image.width * image.channels,
-                 InvalidArgument, "encodeJpeg: {} bytes for a {}x{}x{} image", image.pixels.size(),
-                 image.height, image.width, image.channels);
+  BIGBATCH_REQUIRE(image.channels == 1 || image.channels == 3, InvalidArgument,
+                   "encodeJpeg: {} channels; 1 or 3 supported", image.channels);
+  BIGBATCH_REQUIRE(
+      static_cast<int64_t>(image.pixels.size()) == image.height * image.width * image.channels,
+      InvalidArgument, "encodeJpeg: {} bytes for a {}x{}x{} image", image.pixels.size(),
+      image.height, image.width, image.channels);
   std::unique_ptr<void, int (*)(tjhandle)> c(tjInitCompress(), tjDestroy);
-  BIGBATCH_CHECK(c != nullptr, IoError, "libturbojpeg: cannot create a compressor");
+  BIGBATCH_REQUIRE(c != nullptr, IoError, "libturbojpeg: cannot create a compressor");
   unsigned char* buf = nullptr;
   unsigned long len = 0;
   const int rc = tjCompress2(c.get(), image.pixels.data(), static_cast<int>(image.width), 0,

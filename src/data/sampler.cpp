@@ -23,10 +23,10 @@ std::vector<int64_t> epochPermutation(int64_t n, uint64_t seed, int64_t epoch) {
 
 ShardPlan planEpoch(int64_t datasetSize, int64_t globalBatch, int rank, int worldSize,
                     uint64_t seed, int64_t epoch, bool shuffle) {
-  BIGBATCH_CHECK(globalBatch >= worldSize, InvalidArgument,
-                 "global batch {} is smaller than the {} ranks; raise train.batch_size",
-                 globalBatch, worldSize);
-  BIGBATCH_CHECK(datasetSize > 0, InvalidArgument, "dataset is empty");
+  BIGBATCH_REQUIRE(globalBatch >= worldSize, InvalidArgument,
+                   "global batch {} is smaller than the {} ranks; raise train.batch_size",
+                   globalBatch, worldSize);
+  BIGBATCH_REQUIRE(datasetSize > 0, InvalidArgument, "dataset is empty");
   std::vector<int64_t> order;
   if (shuffle) {
     order = epochPermutation(datasetSize, seed, epoch);

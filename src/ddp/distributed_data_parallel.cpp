@@ -45,8 +45,8 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, Commu
                                                  DdpOptions options)
     : model_(model), comm_(comm), options_(std::move(options)), rank_(comm.rank()),
       size_(comm.size()) {
-  BIGBATCH_CHECK(options_.fusionBytes >= 4, InvalidArgument,
-                 "fusion_bytes {} must be at least one float (4 bytes)", options_.fusionBytes);
+  BIGBATCH_REQUIRE(options_.fusionBytes >= 4, InvalidArgument,
+                   "fusion_bytes {} must be at least one float (4 bytes)", options_.fusionBytes);
   AllreduceOptions ao;
   ao.checkSignature = false;  // the layout is verified once; every call then matches
   ao.tuneTrials = options_.tune ? ao.tuneTrials : 0;
@@ -66,16 +66,16 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, Commu
   }
   std::vector<int64_t> numels;
   for (const auto& p : params_) {
-    BIGBATCH_CHECK(p.dtype() == torch::kFloat32, InvalidArgument,
-                   "parameter '{}' is {}; the exchange keeps fp32 master gradients",
-                   names_[numels.size()], std::string(p.dtype().name()));
+    BIGBATCH_REQUIRE(p.dtype() == torch::kFloat32, InvalidArgument,
+                     "parameter '{}' is {}; the exchange keeps fp32 master gradients",
+                     names_[numels.size()], std::string(p.dtype().name()));
     numels.push_back(p.numel());
   }
-  BIGBATCH_CHECK(options_.exchangeType == DataType::kFloat32 ||
-                     options_.exchangeType == DataType::kFloat16 ||
-                     options_.exchangeType == DataType::kBFloat16,
-                 InvalidArgument, "gradient exchange type {} must be float32, float16 or bfloat16",
-                 dataTypeName(options_.exchangeType));
+  BIGBATCH_REQUIRE(
+      options_.exchangeType == DataType::kFloat32 || options_.exchangeType == DataType::kFloat16 ||
+          options_.exchangeType == DataType::kBFloat16,
+      InvalidArgument, "gradient exchange type {} must be float32, float16 or bfloat16",
+      dataTypeName(options_.exchangeType));
   layout_ = layoutBuckets(numels, options_.fusionBytes);
   wire_.resize(layout_.size());
   bucketOf_.resize(params_.size());

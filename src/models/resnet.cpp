@@ -64,10 +64,10 @@ ResNetImpl::ResNetImpl(const ModelOptions& options) {
     widths = {64, 128, 256, 512};
     blocks = {3, 4, 6, 3};
   }
-  BIGBATCH_CHECK(!widths.empty() && widths.size() == blocks.size(), InvalidArgument,
-                 "model.widths ({} stages) and model.blocks ({} stages) must be non-empty and "
-                 "of equal length",
-                 widths.size(), blocks.size());
+  BIGBATCH_REQUIRE(!widths.empty() && widths.size() == blocks.size(), InvalidArgument,
+                   "model.widths ({} stages) and model.blocks ({} stages) must be non-empty and "
+                   "of equal length",
+                   widths.size(), blocks.size());
   const int64_t expansion = imagenetStem_ ? BottleneckImpl::kExpansion : BasicBlockImpl::kExpansion;
   int64_t inPlanes = widths[0];
   conv1_ = register_module("conv1", imagenetStem_ ? conv(options.inChannels, 64, 7, 2)

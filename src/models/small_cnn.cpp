@@ -5,11 +5,11 @@
 namespace bigbatch {
 
 SmallCnnImpl::SmallCnnImpl(const ModelOptions& options) {
-  BIGBATCH_CHECK(!options.widths.empty() && options.widths.size() == options.blocks.size(),
-                 InvalidArgument,
-                 "model.widths ({} stages) and model.blocks ({} stages) must be non-empty and "
-                 "of equal length",
-                 options.widths.size(), options.blocks.size());
+  BIGBATCH_REQUIRE(!options.widths.empty() && options.widths.size() == options.blocks.size(),
+                   InvalidArgument,
+                   "model.widths ({} stages) and model.blocks ({} stages) must be non-empty and "
+                   "of equal length",
+                   options.widths.size(), options.blocks.size());
   int64_t in = options.inChannels;
   int index = 1;
   for (size_t s = 0; s < options.widths.size(); ++s) {

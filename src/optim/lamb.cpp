@@ -23,9 +23,10 @@ class Lamb final : public Optimizer {
  public:
   Lamb(std::vector<NamedParameter> params, const OptimizerOptions& o)
       : Optimizer(std::move(params), o) {
-    BIGBATCH_CHECK(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.epsilon > 0,
-                   InvalidArgument, "LAMB needs beta1, beta2 in [0, 1) and epsilon > 0 (got {}, {}, {})",
-                   o.beta1, o.beta2, o.epsilon);
+    BIGBATCH_REQUIRE(o.beta1 >= 0 && o.beta1 < 1 && o.beta2 >= 0 && o.beta2 < 1 && o.epsilon > 0,
+                     InvalidArgument,
+                     "LAMB needs beta1, beta2 in [0, 1) and epsilon > 0 (got {}, {}, {})", o.beta1,
+                     o.beta2, o.epsilon);
     addBuffer("exp_avg");
     addBuffer("exp_avg_sq");
   }

@@ -25,8 +25,9 @@ class Lars final : public Optimizer {
  public:
   Lars(std::vector<NamedParameter> params, const OptimizerOptions& o)
       : Optimizer(std::move(params), o) {
-    BIGBATCH_CHECK(o.larsEta > 0 && o.larsEpsilon >= 0, InvalidArgument,
-                   "LARS needs eta > 0 and epsilon >= 0 (got {} and {})", o.larsEta, o.larsEpsilon);
+    BIGBATCH_REQUIRE(o.larsEta > 0 && o.larsEpsilon >= 0, InvalidArgument,
+                     "LARS needs eta > 0 and epsilon >= 0 (got {} and {})", o.larsEta,
+                     o.larsEpsilon);
     addBuffer("momentum");
   }
 

@@ -132,17 +132,16 @@ void Optimizer::loadState(const std::vector<std::pair<std::string, torch::Tensor
   const auto mine = this->state();
   for (const auto& [name, tensor] : mine) {
     auto it = given.find(name);
-    BIGBATCH_CHECK(it != given.end(), InvalidArgument,
-                   "optimizer state has no '{}' (is it from another optimizer or model?)", name);
-    BIGBATCH_CHECK(it->second.sizes() == tensor.sizes(), InvalidArgument,
-                   "optimizer state '{}' has shape {} but this model needs {}", name,
-                   c10::str(it->second.sizes()),
-                   c10::str(tensor.sizes()));
+    BIGBATCH_REQUIRE(it != given.end(), InvalidArgument,
+                     "optimizer state has no '{}' (is it from another optimizer or model?)", name);
+    BIGBATCH_REQUIRE(it->second.sizes() == tensor.sizes(), InvalidArgument,
+                     "optimizer state '{}' has shape {} but this model needs {}", name,
+                     c10::str(it->second.sizes()), c10::str(tensor.sizes()));
     given.erase(it);
   }
-  BIGBATCH_CHECK(given.empty(), InvalidArgument,
-                 "optimizer state has {} entries this optimizer does not know, e.g. '{}'",
-                 given.size(), given.empty() ? std::string() : given.begin()->first);
+  BIGBATCH_REQUIRE(given.empty(), InvalidArgument,
+                   "optimizer state has {} entries this optimizer does not know, e.g. '{}'",
+                   given.size(), given.empty() ? std::string() : given.begin()->first);
   torch::NoGradGuard noGrad;
   std::map<std::string, torch::Tensor> byName(state.begin(), state.end());
   for (size_t b = 0; b < buffers_.size(); ++b) {
@@ -155,11 +154,11 @@ void Optimizer::loadState(const std::vector<std::pair<std::string, torch::Tensor
 
 std::unique_ptr<Optimizer> makeOptimizer(std::vector<NamedParameter> params,
                                          const OptimizerOptions& o) {
-  BIGBATCH_CHECK(o.momentum >= 0 && o.momentum < 1, InvalidArgument,
-                 "optimizer momentum = {} must lie in [0, 1)", o.momentum);
-  BIGBATCH_CHECK(o.weightDecay >= 0 && o.excludedWeightDecay >= 0, InvalidArgument,
-                 "weight decay must be >= 0 (got {} and {} for excluded parameters)",
-                 o.weightDecay, o.excludedWeightDecay);
+  BIGBATCH_REQUIRE(o.momentum >= 0 && o.momentum < 1, InvalidArgument,
+                   "optimizer momentum = {} must lie in [0, 1)", o.momentum);
+  BIGBATCH_REQUIRE(o.weightDecay >= 0 && o.excludedWeightDecay >= 0, InvalidArgument,
+                   "weight decay must be >= 0 (got {} and {} for excluded parameters)",
+                   o.weightDecay, o.excludedWeightDecay);
   if (o.name == "sgd") return optim_detail::makeSgd(std::move(params), o);
   if (o.name == "lars") return optim_detail::makeLars(std::move(params), o);
   if (o.name == "lamb") return optim_detail::makeLamb(std::move(params), o);

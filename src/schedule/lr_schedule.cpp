@@ -9,13 +9,12 @@ namespace bigbatch {
 
 LrSchedule::LrSchedule(LrScheduleOptions options) : options_(std::move(options)) {
   const auto& o = options_;
-  BIGBATCH_CHECK(o.decay == "cosine" || o.decay == "poly" || o.decay == "step" ||
-                     o.decay == "constant",
-                 InvalidArgument, "schedule.decay '{}' is not one of cosine, poly, step, constant",
-                 o.decay);
-  BIGBATCH_CHECK(o.warmupEpochs >= 0 && o.warmupEpochs <= o.totalEpochs, InvalidArgument,
-                 "schedule.warmup_epochs = {} must lie in [0, train.epochs = {}]", o.warmupEpochs,
-                 o.totalEpochs);
+  BIGBATCH_REQUIRE(
+      o.decay == "cosine" || o.decay == "poly" || o.decay == "step" || o.decay == "constant",
+      InvalidArgument, "schedule.decay '{}' is not one of cosine, poly, step, constant", o.decay);
+  BIGBATCH_REQUIRE(o.warmupEpochs >= 0 && o.warmupEpochs <= o.totalEpochs, InvalidArgument,
+                   "schedule.warmup_epochs = {} must lie in [0, train.epochs = {}]", o.warmupEpochs,
+                   o.totalEpochs);
 }
 
 double LrSchedule::at(double epoch) const {

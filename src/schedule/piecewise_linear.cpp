@@ -7,12 +7,13 @@ namespace bigbatch {
 PiecewiseLinear::PiecewiseLinear(std::vector<double> epochs, std::vector<double> values,
                                  double constant, const char* what)
     : epochs_(std::move(epochs)), values_(std::move(values)), constant_(constant) {
-  BIGBATCH_CHECK(epochs_.size() == values_.size(), InvalidArgument,
-                 "{}: {} epochs but {} values; give one value per epoch", what, epochs_.size(),
-                 values_.size());
+  BIGBATCH_REQUIRE(epochs_.size() == values_.size(), InvalidArgument,
+                   "{}: {} epochs but {} values; give one value per epoch", what, epochs_.size(),
+                   values_.size());
   for (size_t i = 1; i < epochs_.size(); ++i) {
-    BIGBATCH_CHECK(epochs_[i] >= epochs_[i - 1], InvalidArgument,
-                   "{}: epochs must not decrease ({} after {})", what, epochs_[i], epochs_[i - 1]);
+    BIGBATCH_REQUIRE(epochs_[i] >= epochs_[i - 1], InvalidArgument,
+                     "{}: epochs must not decrease ({} after {})", what, epochs_[i],
+                     epochs_[i - 1]);
   }
 }
 

@@ -13,18 +13,18 @@ void restoreModel(torch::nn::Module& model, const NamedTensors& params,
     std::map<std::string, torch::Tensor> byName(from.begin(), from.end());
     for (auto& item : named) {
       auto it = byName.find(item.key());
-      BIGBATCH_CHECK(it != byName.end(), InvalidArgument,
-                     "checkpoint '{}' has no {} '{}' that this model needs (another model?)",
-                     origin, what, item.key());
-      BIGBATCH_CHECK(it->second.sizes() == item.value().sizes(), InvalidArgument,
-                     "checkpoint '{}': {} '{}' has shape {} but this model's is {}", origin, what,
-                     item.key(), c10::str(it->second.sizes()), c10::str(item.value().sizes()));
+      BIGBATCH_REQUIRE(it != byName.end(), InvalidArgument,
+                       "checkpoint '{}' has no {} '{}' that this model needs (another model?)",
+                       origin, what, item.key());
+      BIGBATCH_REQUIRE(it->second.sizes() == item.value().sizes(), InvalidArgument,
+                       "checkpoint '{}': {} '{}' has shape {} but this model's is {}", origin, what,
+                       item.key(), c10::str(it->second.sizes()), c10::str(item.value().sizes()));
       item.value().copy_(it->second);
       byName.erase(it);
     }
-    BIGBATCH_CHECK(byName.empty(), InvalidArgument,
-                   "checkpoint '{}' holds {} '{}' that this model does not have (another model?)",
-                   origin, what, byName.empty() ? std::string() : byName.begin()->first);
+    BIGBATCH_REQUIRE(byName.empty(), InvalidArgument,
+                     "checkpoint '{}' holds {} '{}' that this model does not have (another model?)",
+                     origin, what, byName.empty() ? std::string() : byName.begin()->first);
   };
   if (!params.empty()) copyAll(params, model.named_parameters(), "parameter");
   copyAll(buffers, model.named_buffers(), "buffer");

@@ -61,15 +61,16 @@ std::optional<ResumePoint> findResumePoint(const Config& c, const std::string& r
   } else if (fs::is_directory(resume)) {
     path = latestIn(resume);
     if (!path) path = latestIn((fs::path(resume) / "checkpoints").string());
-    BIGBATCH_CHECK(path.has_value(), InvalidArgument,
-                   "--resume {}: no loadable checkpoint there (ckpt-*.pt); give a checkpoint file, "
-                   "or use --resume auto",
-                   resume);
+    BIGBATCH_REQUIRE(
+        path.has_value(), InvalidArgument,
+        "--resume {}: no loadable checkpoint there (ckpt-*.pt); give a checkpoint file, "
+        "or use --resume auto",
+        resume);
   } else {
-    BIGBATCH_CHECK(fs::exists(resume), InvalidArgument,
-                   "--resume {}: no such file or directory; give a checkpoint (ckpt-*.pt), a "
-                   "directory of them, or auto",
-                   resume);
+    BIGBATCH_REQUIRE(fs::exists(resume), InvalidArgument,
+                     "--resume {}: no such file or directory; give a checkpoint (ckpt-*.pt), a "
+                     "directory of them, or auto",
+                     resume);
     path = resume;
   }
   ResumePoint p;
@@ -89,20 +90,21 @@ int64_t checkResumeCompatible(const Config& current, const Checkpoint& ckpt, int
       "model.name", "model.widths", "model.blocks", "model.bn_eps", "model.zero_init_residual",
       "model.channels_last", "optim.name", "train.virtual_workers"};
   for (const auto& key : identity) {
-    BIGBATCH_CHECK(saved.valueText(key) == current.valueText(key), InvalidArgument,
-                   "cannot resume from '{}': it was written with {} = {}, this run has {}; resume "
-                   "with the checkpoint's config (its run directory's config.toml), or start a "
-                   "new run without --resume",
-                   origin, key, saved.valueText(key), current.valueText(key));
+    BIGBATCH_REQUIRE(
+        saved.valueText(key) == current.valueText(key), InvalidArgument,
+        "cannot resume from '{}': it was written with {} = {}, this run has {}; resume "
+        "with the checkpoint's config (its run directory's config.toml), or start a "
+        "new run without --resume",
+        origin, key, saved.valueText(key), current.valueText(key));
   }
   // The global batch stays; the accumulation steps absorb a new world size.
   const int64_t perRank = current.getInt("train.batch_size");
   const int64_t slots = perRank * worldSize;
-  BIGBATCH_CHECK(ckpt.globalBatch % slots == 0, InvalidArgument,
-                 "cannot resume from '{}' on {} rank(s): its global batch {} is not a multiple of "
-                 "{} rank(s) x train.batch_size {}; choose a train.batch_size that divides {} / {}",
-                 origin, worldSize, ckpt.globalBatch, worldSize, perRank, ckpt.globalBatch,
-                 worldSize);
+  BIGBATCH_REQUIRE(
+      ckpt.globalBatch % slots == 0, InvalidArgument,
+      "cannot resume from '{}' on {} rank(s): its global batch {} is not a multiple of "
+      "{} rank(s) x train.batch_size {}; choose a train.batch_size that divides {} / {}",
+      origin, worldSize, ckpt.globalBatch, worldSize, perRank, ckpt.globalBatch, worldSize);
   const int64_t accumulation = ckpt.globalBatch / slots;
   if (changed) {
     changed->clear();

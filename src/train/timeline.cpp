@@ -46,11 +46,11 @@ std::string Timeline::eventsJson() const {
 
 void Timeline::write(const std::string& path, const std::vector<std::string>& parts) {
   std::ofstream out(path);
-  BIGBATCH_CHECK(out.good(), IoError, "cannot write timeline '{}'", path);
+  BIGBATCH_REQUIRE(out.good(), IoError, "cannot write timeline '{}'", path);
   out << "{\"displayTimeUnit\":\"ms\",\"traceEvents\":[";
   for (size_t i = 0; i < parts.size(); ++i) out << (i ? "," : "") << parts[i];
   out << "]}\n";
-  BIGBATCH_CHECK(out.good(), IoError, "writing timeline '{}' failed", path);
+  BIGBATCH_REQUIRE(out.good(), IoError, "writing timeline '{}' failed", path);
 }
 
 std::pair<int64_t, int64_t> parseStepRange(const std::string& text) {
@@ -66,8 +66,8 @@ std::pair<int64_t, int64_t> parseStepRange(const std::string& text) {
     BIGBATCH_THROW(InvalidArgument, "--timeline-steps '{}': expected FIRST-LAST, e.g. 1-100",
                    text);
   }
-  BIGBATCH_CHECK(a >= 1 && b >= a, InvalidArgument,
-                 "--timeline-steps '{}': need 1 <= FIRST <= LAST", text);
+  BIGBATCH_REQUIRE(a >= 1 && b >= a, InvalidArgument,
+                   "--timeline-steps '{}': need 1 <= FIRST <= LAST", text);
   return {a, b};
 }
 

@@ -115,7 +115,7 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   }
   const Dataset& trainData = job.trainData;
   const Dataset& testData = job.testData;
-  BIGBATCH_CHECK(testData.size() > 0, InvalidArgument, "the test set is empty");
+  BIGBATCH_REQUIRE(testData.size() > 0, InvalidArgument, "the test set is empty");
   if (!job.model) {
     torch::manual_seed(seed);
     job.model = buildModel(modelOptions(c, trainData));

@@ -109,7 +109,9 @@ TEST(Cli, BenchAllreduceJsonRows) {
 TEST(Cli, BenchCountsOutOfRangeAreRejectedByName) {
   for (const char* args : {"bench optim --threads -1", "bench optim --iterations -5",
                            "bench allreduce --iters -2", "bench allreduce --timeout-ms 0",
-                           "bench pipeline --prefetch 0", "bench pipeline --cache-mb x"}) {
+                           "bench pipeline --prefetch 0", "bench pipeline --cache-mb x",
+                           "bench pipeline --workers 0", "bench pipeline --size -1",
+                           "bench pipeline --batch 0", "bench pipeline --epochs 0"}) {
     Outcome o = run(args);
     EXPECT_EQ(o.status, 2) << args << "\n" << o.output;
     const std::string option = std::string(args).substr(std::string(args).find("--"));
@@ -120,6 +122,8 @@ TEST(Cli, BenchCountsOutOfRangeAreRejectedByName) {
   Outcome o = run("bench optim --models resnet18");
   EXPECT_EQ(o.status, 1) << o.output;
   EXPECT_NE(o.output.find("'resnet18' is not resnet50 or cnn"), std::string::npos) << o.output;
+  // A user's mistake is named without the C++ condition that caught it.
+  EXPECT_EQ(o.output.find("check failed"), std::string::npos) << o.output;
 }
 
 TEST(Cli, BenchAllreduceRejectsUnknownAlgorithm) {

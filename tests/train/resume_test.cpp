@@ -179,7 +179,9 @@ TEST(NonFinite, SkipPolicySkipsTheStepAndGoesOn) {
   EXPECT_EQ(r.losses.size(), 16u);
   EXPECT_TRUE(std::isnan(r.losses.at(3)));  // the skipped step's loss is reported as NaN
   for (const auto& [step, loss] : r.losses) {
-    if (step != 3) EXPECT_TRUE(std::isfinite(loss)) << step;
+    if (step != 3) {
+      EXPECT_TRUE(std::isfinite(loss)) << step;
+    }
   }
   EXPECT_TRUE(std::isfinite(r.result.lastLoss));
   std::ifstream in(dir + "/metrics.csv");
@@ -199,7 +201,7 @@ TEST(NonFinite, SkipPolicySkipsTheStepAndGoesOn) {
 }
 
 TEST(Checkpoint, ParseRejectsGarbageWithoutCrashing) {
-  for (const std::string bytes : {std::string(""), std::string("PK\x03\x04garbage"),
+  for (const std::string& bytes : {std::string(""), std::string("PK\x03\x04garbage"),
                                   std::string(1000, '\0'), std::string("\x80\x02}q\x00.")}) {
     EXPECT_THROW(parseCheckpoint(std::vector<char>(bytes.begin(), bytes.end()), "fuzz"),
                  InvalidArgument);

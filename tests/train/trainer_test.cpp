@@ -202,8 +202,12 @@ TEST(LargeBatchRun, LarsWithBatchAndMomentumSchedules) {
   std::map<std::string, int> count;
   for (const auto& l : lines) {
     ++count[l["key"].get<std::string>()];
-    if (l["key"] == "opt_name") EXPECT_EQ(l["value"], "lars");
-    if (l["key"] == "lars_opt_base_learning_rate") EXPECT_EQ(l["value"], 20.0);
+    if (l["key"] == "opt_name") {
+      EXPECT_EQ(l["value"], "lars");
+    }
+    if (l["key"] == "lars_opt_base_learning_rate") {
+      EXPECT_EQ(l["value"], 20.0);
+    }
   }
   for (const char* once :
        {"opt_name", "lars_opt_base_learning_rate", "lars_opt_end_learning_rate",

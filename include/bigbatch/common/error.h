@@ -65,6 +65,18 @@ std::string withRank(const std::string& msg);
     }                                                                            \
   } while (0)
 
+// BIGBATCH_REQUIRE(cond, ErrorType, "format {}", args...): for what a user
+// controls (a flag, a file, a key): throws ErrorType with "[rank R]
+// <message>" when cond is false. The message must name the problem and the
+// fix on its own; the C++ condition, which means nothing to a user, is left
+// out (BIGBATCH_CHECK keeps it, for invariants of the code).
+#define BIGBATCH_REQUIRE(cond, ErrorType, ...)                                   \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      throw ErrorType(::bigbatch::detail::withRank(::fmt::format(__VA_ARGS__))); \
+    }                                                                            \
+  } while (0)
+
 // BIGBATCH_THROW(ErrorType, "format {}", args...): unconditional, rank-prefixed.
 #define BIGBATCH_THROW(ErrorType, ...) \
   throw ErrorType(::bigbatch::detail::withRank(::fmt::format(__VA_ARGS__)))
