@@ -67,7 +67,6 @@ void toChannelsLast(torch::nn::Module& model) {
   }
 }
 
-
 }  // namespace
 
 TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob job) {
