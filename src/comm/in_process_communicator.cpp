@@ -102,8 +102,9 @@ class InProcessGroup : public std::enable_shared_from_this<InProcessGroup> {
     const int seq = sharedSeq_[rank]++;
     auto& state = shared_[seq];
     if (!state.block) state.block = std::make_shared<std::vector<uint8_t>>(bytes, 0);
-    BIGBATCH_CHECK(state.block->size() == bytes, MismatchError,
-                   "ranks asked for shared segments of {} and {} bytes", state.block->size(), bytes);
+    BIGBATCH_REQUIRE(state.block->size() == bytes, MismatchError,
+                     "ranks asked for shared segments of {} and {} bytes", state.block->size(),
+                     bytes);
     ++state.arrived;
     state.present.resize(size());
     state.present[rank] = true;

@@ -22,9 +22,9 @@ void ensureMpiInitialised() {
   if (initialised) return;
   int provided = 0;
   checkMpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
-  BIGBATCH_CHECK(provided >= MPI_THREAD_SERIALIZED, Error,
-                 "MPI provides thread level {}, bigbatch needs MPI_THREAD_SERIALIZED ({})",
-                 provided, MPI_THREAD_SERIALIZED);
+  BIGBATCH_REQUIRE(provided >= MPI_THREAD_SERIALIZED, Error,
+                   "MPI provides thread level {}, bigbatch needs MPI_THREAD_SERIALIZED ({})",
+                   provided, MPI_THREAD_SERIALIZED);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   std::atexit([] {
     int finalized = 0;

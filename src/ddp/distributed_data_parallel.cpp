@@ -150,10 +150,10 @@ void DistributedDataParallel::verifyIdentical() {
     checkSameSignature(comm_, /*operation=*/100, v.size(), DataType::kInt64);
     allreduceMaxInt64(comm_, v.data(), v.size(), kChecksumTag);
   });
-  BIGBATCH_CHECK(v[0] == -v[1], MismatchError,
-                 "ranks hold models with different numbers of tensors ({} to {}); every rank "
-                 "must build the same model from the same config",
-                 -v[1], v[0]);
+  BIGBATCH_REQUIRE(v[0] == -v[1], MismatchError,
+                   "ranks hold models with different numbers of tensors ({} to {}); every rank "
+                   "must build the same model from the same config",
+                   -v[1], v[0]);
   for (size_t i = 0; i < n; ++i) {
     if (v[2 + i] != -v[2 + n + i]) {
       BIGBATCH_THROW(MismatchError,

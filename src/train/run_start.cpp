@@ -99,14 +99,15 @@ RunStart startRun(Config& c, const TrainOptions& o, MlperfLogger& ml) {
   int64_t v[4] = {setupError ? rank + 1 : 0, hash, -hash, resumeStep};
   if (s.worldSize > 1) allreduceMaxInt64(comm, v, 4, /*tag=*/0x7e10);
   if (setupError) std::rethrow_exception(setupError);
-  BIGBATCH_CHECK(v[0] == 0, Error, "rank {} failed to set up the run (see its message)", v[0] - 1);
-  BIGBATCH_CHECK(v[1] == -v[2], MismatchError,
-                 "the ranks were started with different configs (config hashes differ); start "
-                 "every rank with the same recipe and --set options");
-  BIGBATCH_CHECK(v[3] == resumeStep, MismatchError,
-                 "the ranks found different checkpoints to resume from (step {} here, up to {} "
-                 "on another rank); give --resume an explicit checkpoint file",
-                 resumeStep, v[3]);
+  BIGBATCH_REQUIRE(v[0] == 0, Error, "rank {} failed to set up the run (see its message)",
+                   v[0] - 1);
+  BIGBATCH_REQUIRE(v[1] == -v[2], MismatchError,
+                   "the ranks were started with different configs (config hashes differ); start "
+                   "every rank with the same recipe and --set options");
+  BIGBATCH_REQUIRE(v[3] == resumeStep, MismatchError,
+                   "the ranks found different checkpoints to resume from (step {} here, up to {} "
+                   "on another rank); give --resume an explicit checkpoint file",
+                   resumeStep, v[3]);
   return s;
 }
 
