@@ -7,11 +7,13 @@
 #include <map>
 #include <sstream>
 #include <cmath>
+#include <thread>
 
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
+#include "bigbatch/comm/in_process_communicator.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/trainer.h"
@@ -322,6 +324,47 @@ TEST(MixedPrecisionRun, Fp16ComputeOnCpuIsRefusedBeforeAnyWork) {
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("amp.precision = bf16"), std::string::npos) << e.what();
   }
+}
+
+// Ranks started with different recipes (here one --set more on rank 1) must
+// all stop before training with the same error naming the problem and the
+// fix — not train apart, and not hang.
+TEST(RankAgreement, RanksWithDifferentConfigsStopWithTheSameNamedError) {
+  auto comms = makeInProcessGroup(2);
+  const std::string dir = ::testing::TempDir() + "/disagree_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  std::vector<std::string> errors(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r) {
+    ranks.emplace_back([&, r] {
+      Config c = defaultTrainingConfig();
+      c.set("data.dataset=synthetic");
+      c.set("run.threads=1");
+      if (r == 1) c.set("optim.lr=0.2");
+      TrainOptions o;
+      o.comm = comms[r].get();
+      o.runDir = dir;
+      o.verbosity = Verbosity::kQuiet;
+      try {
+        train(c, o);
+      } catch (const MismatchError& e) {
+        errors[r] = e.what();
+      } catch (const std::exception& e) {
+        errors[r] = std::string("wrong error type: ") + e.what();
+      }
+    });
+  }
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("the ranks were started with different configs"), std::string::npos)
+        << "rank " << r << ": " << errors[r];
+    EXPECT_NE(errors[r].find("start every rank with the same recipe"), std::string::npos)
+        << errors[r];
+    EXPECT_EQ(errors[r].find("check failed"), std::string::npos) << errors[r];
+  }
+  // Nothing trained: no epoch reached the run directory.
+  EXPECT_FALSE(std::filesystem::exists(dir + "/metrics.csv"));
+  std::filesystem::remove_all(dir);
 }
 
 }  // namespace
