@@ -1,6 +1,7 @@
 #include "bigbatch/models/resnet.h"
 
 #include "bigbatch/common/error.h"
+#include "bigbatch/models/layer_tap.h"
 
 namespace bigbatch {
 namespace {
@@ -17,6 +18,12 @@ torch::nn::Sequential shortcut(int64_t in, int64_t out, int64_t stride,
   return torch::nn::Sequential(conv(in, out, 1, stride), makeBatchNorm(out, options));
 }
 
+// The projection shortcut (conv, BN) with its convolution tapped.
+torch::Tensor runShortcut(torch::nn::Sequential& shortcut, const torch::Tensor& x) {
+  torch::Tensor y = tappedConv(*shortcut->ptr(0)->as<torch::nn::Conv2d>(), x);
+  return shortcut->ptr(1)->as<torch::nn::BatchNorm2d>()->forward(y);
+}
+
 }  // namespace
 
 BasicBlockImpl::BasicBlockImpl(int64_t inPlanes, int64_t planes, int64_t stride,
@@ -30,9 +37,9 @@ BasicBlockImpl::BasicBlockImpl(int64_t inPlanes, int64_t planes, int64_t stride,
 }
 
 torch::Tensor BasicBlockImpl::forward(torch::Tensor x) {
-  torch::Tensor out = torch::relu(bn1_(conv1_(x)));
-  out = bn2_(conv2_(out));
-  out += downsample_ ? downsample_->forward(x) : x;
+  torch::Tensor out = torch::relu(bn1_(tappedConv(*conv1_, x)));
+  out = bn2_(tappedConv(*conv2_, out));
+  out += downsample_ ? runShortcut(downsample_, x) : x;
   return torch::relu(out);
 }
 
@@ -49,10 +56,10 @@ BottleneckImpl::BottleneckImpl(int64_t inPlanes, int64_t planes, int64_t stride,
 }
 
 torch::Tensor BottleneckImpl::forward(torch::Tensor x) {
-  torch::Tensor out = torch::relu(bn1_(conv1_(x)));
-  out = torch::relu(bn2_(conv2_(out)));
-  out = bn3_(conv3_(out));
-  out += downsample_ ? downsample_->forward(x) : x;
+  torch::Tensor out = torch::relu(bn1_(tappedConv(*conv1_, x)));
+  out = torch::relu(bn2_(tappedConv(*conv2_, out)));
+  out = bn3_(tappedConv(*conv3_, out));
+  out += downsample_ ? runShortcut(downsample_, x) : x;
   return torch::relu(out);
 }
 
@@ -104,11 +111,11 @@ ResNetImpl::ResNetImpl(const ModelOptions& options) {
 }
 
 torch::Tensor ResNetImpl::forward(torch::Tensor x) {
-  x = torch::relu(bn1_(conv1_(x)));
+  x = torch::relu(bn1_(tappedConv(*conv1_, x)));
   if (imagenetStem_) x = torch::max_pool2d(x, 3, 2, 1);
   for (auto& stage : layers_) x = stage->forward(x);
   x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
-  return fc_(x);
+  return tappedLinear(*fc_, x);
 }
 
 }  // namespace bigbatch

@@ -1,6 +1,7 @@
 #include "bigbatch/models/small_cnn.h"
 
 #include "bigbatch/common/error.h"
+#include "bigbatch/models/layer_tap.h"
 
 namespace bigbatch {
 
@@ -32,11 +33,11 @@ SmallCnnImpl::SmallCnnImpl(const ModelOptions& options) {
 
 torch::Tensor SmallCnnImpl::forward(torch::Tensor x) {
   for (auto& layer : layers_) {
-    x = torch::relu(layer.bn(layer.conv(x)));
+    x = torch::relu(layer.bn(tappedConv(*layer.conv, x)));
     if (layer.poolAfter) x = torch::max_pool2d(x, 2);
   }
   x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
-  return fc_(x);
+  return tappedLinear(*fc_, x);
 }
 
 }  // namespace bigbatch

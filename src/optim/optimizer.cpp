@@ -3,6 +3,7 @@
 #include <cmath>
 #include <map>
 #include <regex>
+#include <unordered_map>
 
 #include "bigbatch/common/error.h"
 #include "multi_tensor.h"
@@ -93,8 +94,20 @@ std::vector<Optimizer::Pointers> Optimizer::pointers() {
   return out;
 }
 
+void Optimizer::enableKfac(const KfacOptions& options) {
+  std::vector<NamedParameter> covered;
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const int64_t rank = params_[i].tensor.dim();
+    if (!excluded_[i] && (rank == 2 || rank == 4)) covered.push_back(params_[i]);
+  }
+  kfac_ = std::make_unique<KfacPreconditioner>(std::move(covered), options);
+}
+
 StepResult Optimizer::step(const StepHyper& hyper) {
   torch::NoGradGuard noGrad;
+  // A linear map of the gradient: the loss scale (gradScale) still divides
+  // out afterwards, and an inf or NaN still reaches the finite check.
+  if (kfac_) kfac_->precondition();
   StepResult r;
   if (fusedEligible()) {
     r = stepFused(hyper);
@@ -124,6 +137,9 @@ std::vector<std::pair<std::string, torch::Tensor>> Optimizer::state() const {
     }
   }
   out.emplace_back("step", torch::tensor(steps_, torch::kInt64));
+  if (kfac_) {
+    for (auto& entry : kfac_->state()) out.push_back(std::move(entry));
+  }
   return out;
 }
 
@@ -150,6 +166,8 @@ void Optimizer::loadState(const std::vector<std::pair<std::string, torch::Tensor
     }
   }
   steps_ = byName.at("step").item<int64_t>();
+  if (kfac_)
+    kfac_->loadState(std::unordered_map<std::string, torch::Tensor>(state.begin(), state.end()));
 }
 
 std::unique_ptr<Optimizer> makeOptimizer(std::vector<NamedParameter> params,

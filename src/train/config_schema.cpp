@@ -192,6 +192,20 @@ std::vector<ConfigField> trainingConfigSchema() {
         "LAMB: upper clip of phi(|w|); 0: no upper clip", 0.0, 1e6),
       F("optim.fused", T::kBool, true,
         "fused multi-tensor norm and update passes (CPU fp32); false: per-tensor ATen calls"),
+      F("optim.kfac", T::kBool, false,
+        "K-FAC directions (Martens & Grosse 2015): the gradients of the regular linear and "
+        "convolution weights are preconditioned by the layers' Kronecker-factored curvature "
+        "before the optimizer (any of them) applies them"),
+      F("optim.kfac_damping", T::kFloat, 0.03,
+        "K-FAC: damping added to each factor, relative to its mean eigenvalue", 1e-12, 1e6),
+      F("optim.kfac_decay", T::kFloat, 0.95,
+        "K-FAC: running average of the factors, F = decay*F + (1 - decay)*F_step", 0.0, 0.999999),
+      F("optim.kfac_inverse_interval", T::kInt, int64_t{1},
+        "K-FAC: steps between re-inversions of the damped factors", 1.0, 1e6),
+      F("optim.kfac_samples", T::kInt, int64_t{128},
+        "K-FAC: images per rank and step whose activations and output gradients feed the "
+        "factors (the first of the step's first BatchNorm group)",
+        1.0, 1e9),
 
       F("schedule.warmup_epochs", T::kFloat, 0.5, "linear warmup length in epochs (fractional)", 0.0,
         100000.0),

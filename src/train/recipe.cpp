@@ -50,6 +50,14 @@ OptimizerOptions optimizerOptions(const Config& c) {
   return o;
 }
 
+KfacOptions kfacOptions(const Config& c) {
+  KfacOptions k;
+  k.damping = c.getFloat("optim.kfac_damping");
+  k.decay = c.getFloat("optim.kfac_decay");
+  k.inverseInterval = c.getInt("optim.kfac_inverse_interval");
+  return k;
+}
+
 void logOptimizer(MlperfLogger& ml, const Config& c, double peakLr, int64_t decaySteps) {
   const std::string name = c.getString("optim.name");
   BIGBATCH_MLLOG_POINT(ml, mlkey::kOptName, name);

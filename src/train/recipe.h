@@ -20,6 +20,8 @@ namespace bigbatch::train_detail {
 ModelOptions modelOptions(const Config& c, const Dataset& data);
 LrScheduleOptions scheduleOptions(const Config& c, double peakLr);
 OptimizerOptions optimizerOptions(const Config& c);
+// optim.kfac_* (used when optim.kfac is on).
+KfacOptions kfacOptions(const Config& c);
 LossScalerOptions lossScalerOptions(const Config& c);
 // ddp.* and comm.* (the exchange; callbacks and the watchdog are the caller's).
 DdpOptions ddpOptionsFor(const Config& c);

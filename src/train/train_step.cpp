@@ -21,13 +21,17 @@ double seconds(Clock::time_point a, Clock::time_point b) {
 
 }  // namespace
 
-torch::Tensor forwardGroups(ImageClassifierImpl& model, const torch::Tensor& images,
-                            int64_t groups) {
+torch::Tensor forwardGroups(ImageClassifierImpl& model, const torch::Tensor& images, int64_t groups,
+                            LayerTap* tap) {
   const int64_t n = images.size(0);
-  if (groups <= 1 || n < 2 * groups) return model.forward(images);
+  if (groups <= 1 || n < 2 * groups) {
+    const LayerTapScope scope(tap);
+    return model.forward(images);
+  }
   std::vector<torch::Tensor> parts;
   for (int64_t g = 0; g < groups; ++g) {
     const int64_t lo = n * g / groups, hi = n * (g + 1) / groups;
+    const LayerTapScope scope(g == 0 ? tap : nullptr);
     parts.push_back(model.forward(images.slice(0, lo, hi)));
   }
   return torch::cat(parts);
@@ -43,7 +47,19 @@ TrainStep::TrainStep(ImageClassifierImpl& model, DistributedDataParallel& ddp, O
       guard_(guard),
       timeline_(timeline),
       rank_(rank),
-      settings_(std::move(settings)) {}
+      settings_(std::move(settings)) {
+  if (KfacPreconditioner* kfac = optimizer_.kfac()) {
+    LayerRowsSink sink;
+    sink.wants = [kfac](const torch::Tensor& w) { return kfac->covers(w); };
+    sink.inputs = [kfac](const torch::Tensor& w, const torch::Tensor& rows) {
+      kfac->addActivations(w, rows);
+    };
+    sink.outputGradients = [kfac](const torch::Tensor& w, const torch::Tensor& rows) {
+      kfac->addOutputGradients(w, rows);
+    };
+    kfacTap_ = std::make_unique<LayerRowsTap>(std::move(sink), settings_.kfacSamples);
+  }
+}
 
 StepOutcome TrainStep::run(InputPipeline& pipeline, const StepPosition& at, const StepHyper& hyper,
                            StepTimes& times, StepTally& tally) {
@@ -72,7 +88,8 @@ StepOutcome TrainStep::run(InputPipeline& pipeline, const StepPosition& at, cons
     torch::Tensor logits;
     {
       const AutocastScope autocast(settings_.precision, c10::DeviceType::CPU);
-      logits = forwardGroups(model_, batch.images, settings_.groups);
+      logits =
+          forwardGroups(model_, batch.images, settings_.groups, a == 0 ? kfacTap_.get() : nullptr);
     }
     logits = logits.to(torch::kFloat);  // the loss in fp32 whatever the compute type
     const torch::Tensor lossSum =
@@ -113,6 +130,11 @@ StepOutcome TrainStep::run(InputPipeline& pipeline, const StepPosition& at, cons
   // is the overflow check.
   StepHyper h = hyper;
   h.gradScale = scaler_ ? scaler_->inverse() : 1.0;
+  if (KfacPreconditioner* kfac = optimizer_.kfac()) {
+    // The tapped output gradients carry the loss factor; dividing it out
+    // leaves one sample's loss gradient whatever the batch or loss scale.
+    kfac->update(ddp_.allreduceSum(kfac->takeStatistics()), 1.0 / lossFactor);
+  }
   out.applied = optimizer_.step(h).applied;
   if (out.applied && scaler_) scaler_->update(true);
   if (!out.applied) skipOrStop(poisoned, at);

@@ -6,6 +6,10 @@
 // optimizer refuses (a non-finite gradient) is skipped or stops the run
 // (train.nonfinite), the same way on every rank.
 //
+// With K-FAC, the first images of each step are tapped (models/layer_rows_tap.h), the
+// step's factor statistics are summed over the ranks after the exchange, and
+// the optimizer preconditions the averaged gradients before its update.
+//
 // The loss of each rank is its sum over its images divided by the images of
 // the whole global batch, so the summed gradients are exactly the global
 // batch's mean gradient — with accumulation and short last batches too.
@@ -23,6 +27,7 @@
 #include "bigbatch/amp/precision.h"
 #include "bigbatch/data/input_pipeline.h"
 #include "bigbatch/ddp/distributed_data_parallel.h"
+#include "bigbatch/models/layer_rows_tap.h"
 #include "bigbatch/models/model_options.h"
 #include "bigbatch/optim/optimizer.h"
 #include "bigbatch/train/timeline.h"
@@ -53,6 +58,10 @@ struct StepSettings {
   double labelSmoothing = 0;
   Precision precision = Precision::kFp32;
   bool skipNonFinite = false;  // train.nonfinite = skip
+  // With K-FAC on (the optimizer's kfac()): images per rank and step whose
+  // activations and output gradients feed the factors — the first ones of
+  // the step's first micro-batch and BatchNorm group.
+  int64_t kfacSamples = 128;
   // fault.* (tests and docs/RELIABILITY.md): at global step faultStep, rank
   // faultRank injects faultKind ("none": never).
   std::string faultKind = "none";
@@ -96,12 +105,14 @@ class TrainStep {
   Timeline* timeline_;
   const int rank_;
   const StepSettings settings_;
+  std::unique_ptr<LayerRowsTap> kfacTap_;  // feeds K-FAC; null without it
 };
 
 // Forward in `groups` BatchNorm groups (ghost batch norm): every layer but
 // BatchNorm treats samples independently, so running the groups one after
 // another gives each its own batch statistics and changes nothing else.
-torch::Tensor forwardGroups(ImageClassifierImpl& model, const torch::Tensor& images,
-                            int64_t groups);
+// `tap` (may be null) sees the first group's layers.
+torch::Tensor forwardGroups(ImageClassifierImpl& model, const torch::Tensor& images, int64_t groups,
+                            LayerTap* tap = nullptr);
 
 }  // namespace bigbatch::train_detail

@@ -183,6 +183,7 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   OptimizerOptions optimOptions = optimizerOptions(c);
   optimOptions.checkFinite = true;  // SGD too: a non-finite gradient never reaches the weights
   const std::unique_ptr<Optimizer> optimizer = makeOptimizer(namedParameters(*model), optimOptions);
+  if (c.getBool("optim.kfac")) optimizer->enableKfac(kfacOptions(c));
   if (resume) optimizer->loadState(resume->checkpoint.optimizer);
 
   const int64_t batchPerRank = c.getInt("train.batch_size");
@@ -311,6 +312,7 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   stepSettings.labelSmoothing = smoothing;
   stepSettings.precision = precision;
   stepSettings.skipNonFinite = c.getString("train.nonfinite") == "skip";
+  stepSettings.kfacSamples = c.getInt("optim.kfac_samples");
   stepSettings.faultKind = c.getString("fault.kind");  // tests and docs/RELIABILITY.md
   stepSettings.faultRank = static_cast<int>(c.getInt("fault.rank"));
   stepSettings.faultStep = c.getInt("fault.step");

@@ -3,11 +3,13 @@
 // same final weights) — from a checkpoint at an epoch end and from one in
 // the middle of an epoch; a crash mid-write leaves the previous checkpoint
 // found; a checkpoint of another model or seed is refused naming the key.
+// With K-FAC on, the factors resume bit for bit as well.
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <unistd.h>
 
@@ -71,24 +73,46 @@ void expectSameWeights(const std::string& a, const std::string& b) {
   }
 }
 
+// smallRun() with K-FAC: its factors and their inverses (re-inverted every
+// 3 steps, so a resume lands between inversions) are optimizer state too.
+Config smallKfacRun() {
+  Config c = smallRun();
+  c.set("optim.kfac=true");
+  c.set("optim.kfac_inverse_interval=3");
+  c.set("optim.kfac_samples=64");
+  return c;
+}
+
 class Resume : public ::testing::Test {
  protected:
-  static void SetUpTestSuite() {
-    reference_ = new RunRecord(runTraining(smallRun(), tempDir("reference")));
-    ASSERT_TRUE(reference_->error.empty()) << reference_->error;
-    ASSERT_EQ(reference_->losses.size(), 24u);
-  }
   static void TearDownTestSuite() {
-    fs::remove_all(tempDir("reference"));
-    delete reference_;
+    for (auto& [kfac, record] : references_) {
+      fs::remove_all(referenceDir(kfac));
+      delete record;
+    }
+    references_.clear();
+  }
+  static std::string referenceDir(bool kfac) {
+    return tempDir(kfac ? "reference_kfac" : "reference");
+  }
+  static Config config(bool kfac) { return kfac ? smallKfacRun() : smallRun(); }
+  // The uninterrupted run, made once per configuration.
+  static const RunRecord& reference(bool kfac) {
+    RunRecord*& r = references_[kfac];
+    if (!r) r = new RunRecord(runTraining(config(kfac), referenceDir(kfac)));
+    return *r;
   }
 
   // Stops the run with an injected fault at `faultStep`, resumes it, and
   // checks the continuation against the uninterrupted reference.
-  void stopAndResume(int64_t faultStep, int64_t expectedResumeStep, const std::string& name) {
+  void stopAndResume(int64_t faultStep, int64_t expectedResumeStep, const std::string& name,
+                     bool kfac = false) {
+    const RunRecord& ref = reference(kfac);
+    ASSERT_TRUE(ref.error.empty()) << ref.error;
+    ASSERT_EQ(ref.losses.size(), 24u);
     const std::string dir = tempDir(name);
     fs::remove_all(dir);
-    Config faulty = smallRun();
+    Config faulty = config(kfac);
     faulty.set("fault.kind=throw");
     faulty.set(fmt::format("fault.step={}", faultStep));
     RunRecord first = runTraining(faulty, dir);
@@ -99,17 +123,17 @@ class Resume : public ::testing::Test {
     ASSERT_TRUE(latest.has_value());
     EXPECT_EQ(readCheckpoint(*latest).globalStep, expectedResumeStep);
 
-    RunRecord second = runTraining(smallRun(), dir, "auto");
+    RunRecord second = runTraining(config(kfac), dir, "auto");
     ASSERT_TRUE(second.error.empty()) << second.error;
     ASSERT_EQ(second.losses.begin()->first, expectedResumeStep + 1);
     ASSERT_EQ(second.losses.rbegin()->first, 24);
     for (const auto& [step, loss] : second.losses) {
-      EXPECT_EQ(loss, reference_->losses.at(step)) << "step " << step;  // bit-exact
+      EXPECT_EQ(loss, ref.losses.at(step)) << "step " << step;  // bit-exact
     }
-    for (int64_t s = 1; s < faultStep; ++s) EXPECT_EQ(first.losses.at(s), reference_->losses.at(s));
-    EXPECT_EQ(second.result.finalAccuracy, reference_->result.finalAccuracy);
+    for (int64_t s = 1; s < faultStep; ++s) EXPECT_EQ(first.losses.at(s), ref.losses.at(s));
+    EXPECT_EQ(second.result.finalAccuracy, ref.result.finalAccuracy);
     EXPECT_EQ(second.result.steps, 24);
-    expectSameWeights(dir + "/model.pt", tempDir("reference") + "/model.pt");
+    expectSameWeights(dir + "/model.pt", referenceDir(kfac) + "/model.pt");
     // metrics.csv has one row per epoch, the resumed ones included.
     std::ifstream in(dir + "/metrics.csv");
     int lines = 0;
@@ -118,12 +142,16 @@ class Resume : public ::testing::Test {
     fs::remove_all(dir);
   }
 
-  static inline RunRecord* reference_ = nullptr;
+  static inline std::map<bool, RunRecord*> references_;
 };
 
 TEST_F(Resume, FromEpochEndIsBitExact) { stopAndResume(/*fault*/ 9, /*latest*/ 8, "resume_epoch"); }
 
 TEST_F(Resume, FromMidEpochIsBitExact) { stopAndResume(/*fault*/ 14, /*latest*/ 10, "resume_mid"); }
+
+TEST_F(Resume, WithKfacFromMidEpochIsBitExact) {
+  stopAndResume(/*fault*/ 14, /*latest*/ 10, "resume_kfac", /*kfac*/ true);
+}
 
 TEST_F(Resume, CrashDuringWriteLeavesPreviousCheckpointFound) {
   const std::string dir = tempDir("crash_write");

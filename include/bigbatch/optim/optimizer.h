@@ -21,6 +21,10 @@
 // (another device or dtype, or `fused = false`) takes the per-tensor ATen
 // path, which is also the naive baseline of `bigbatch bench optim`.
 //
+// Optionally (enableKfac) the gradients of linear and convolution weights are
+// first turned into K-FAC directions (kfac_preconditioner.h), which the optimizer then
+// scales and applies as it would the gradient.
+//
 // A gradient with an inf or NaN anywhere makes the norm pass non-finite; the
 // step is then skipped (weights and state untouched) and reported in
 // StepResult — this is also the overflow check of dynamic loss scaling, at no
@@ -37,6 +41,8 @@
 #include <memory>
 #include <string>
 #include <vector>
+
+#include "bigbatch/optim/kfac_preconditioner.h"
 
 namespace bigbatch {
 namespace optim_detail {
@@ -115,6 +121,12 @@ class Optimizer {
   // Whether the next step takes the fused path (false: per-tensor ATen calls).
   bool fusedEligible() const;
 
+  // K-FAC (kfac_preconditioner.h) over the regular parameters of rank 2 and 4: from then on
+  // step() first rewrites those gradients into K-FAC directions, and the
+  // factors join state(). Statistics reach it through kfac().
+  void enableKfac(const KfacOptions& options);
+  KfacPreconditioner* kfac() { return kfac_.get(); }
+
  protected:
   struct Group {
     double lr;
@@ -150,6 +162,7 @@ class Optimizer {
 
  private:
   std::unique_ptr<optim_detail::MultiTensorPlan> plan_;
+  std::unique_ptr<KfacPreconditioner> kfac_;
 };
 
 // Whether `p` falls in the excluded group under `options`.
