@@ -27,7 +27,8 @@ def main():
     print(f"| run | global batch | optimizer | peak lr | steps/epoch | best test acc | final test acc | first epoch >= {100 * target:.0f} % |")
     print("|---|---|---|---|---|---|---|---|")
     for name, s, acc, first, steps in runs:
-        print(f"| {name} | {s['global_batch_size']} | {s.get('optimizer', 'sgd')} | {s.get('peak_lr', 0):.4g} | "
+        optimizer = s.get('optimizer', 'sgd') + (' + K-FAC' if s.get('kfac') else '')
+        print(f"| {name} | {s['global_batch_size']} | {optimizer} | {s.get('peak_lr', 0):.4g} | "
               f"{steps} | {100 * max(acc):.2f} % | {100 * acc[-1]:.2f} % | {first if first else 'not reached'} |")
     print()
     epochs = max(len(a) for _, _, a, _, _ in runs)

@@ -75,6 +75,7 @@ nlohmann::ordered_json summaryJson(const TrainResult& result, const RunFacts& fa
   summary["accumulation_steps"] = facts.accumulationSteps;
   summary["virtual_workers"] = facts.virtualWorkers;
   summary["optimizer"] = facts.optimizer;
+  summary["kfac"] = facts.kfac;
   summary["peak_lr"] = facts.peakLr;
   summary["precision"] = facts.precision;
   summary["exchange_dtype"] = facts.exchangeDtype;

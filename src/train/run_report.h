@@ -52,6 +52,7 @@ struct RunFacts {
   int64_t accumulationSteps = 1;
   int64_t virtualWorkers = 1;
   std::string optimizer;
+  bool kfac = false;  // optim.kfac
   double peakLr = 0;
   std::string precision;      // fp32 | bf16 | fp16
   std::string exchangeDtype;  // type on the wire

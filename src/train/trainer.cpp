@@ -242,7 +242,8 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
         c.getString("model.name"), countParameters(*model), trainData.size(), testData.size(),
         globalBatch, worldSize, batchPerRank, accumulation,
         std::max<int64_t>(1, batchPerRank / groups), threads, ddp.buckets().size(),
-        c.getString("optim.name"), peakLr, precisionName(precision),
+        c.getString("optim.name") + (optimizer->kfac() ? " on K-FAC directions" : ""), peakLr,
+        precisionName(precision),
         c.getString("ddp.exchange_dtype"),
         scaler ? fmt::format(", dynamic loss scale from {:g}", scaler->scale()) : "",
         runDir->path());
@@ -476,6 +477,7 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
   facts.accumulationSteps = accumulation;
   facts.virtualWorkers = groups;
   facts.optimizer = c.getString("optim.name");
+  facts.kfac = optimizer->kfac() != nullptr;
   facts.peakLr = peakLr;
   facts.precision = precisionName(precision);
   facts.exchangeDtype = c.getString("ddp.exchange_dtype");

@@ -1,6 +1,9 @@
 // Config: schema checks, overrides, and the errors a user sees.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+
 #include "bigbatch/common/config.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/train/config_schema.h"
@@ -100,6 +103,25 @@ TEST(Config, ResolvedTomlRoundTrips) {
   EXPECT_EQ(d.toToml(), c.toToml());
   EXPECT_DOUBLE_EQ(d.getFloat("optim.lr"), 0.3);
   EXPECT_EQ(d.getString("run.name"), "with \"quotes\"");
+}
+
+// Every recipe shipped in configs/ loads: known keys, values in range, the
+// cross-key rules — a renamed key or a typo in a recipe fails here, not in
+// a user's first run.
+TEST(Config, EveryShippedRecipeLoadsAndValidates) {
+  const char* src = std::getenv("BIGBATCH_SOURCE_DIR");
+  ASSERT_NE(src, nullptr);
+  int recipes = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(std::string(src) + "/configs")) {
+    if (entry.path().extension() != ".toml") continue;
+    Config c = defaultTrainingConfig();
+    EXPECT_NO_THROW({
+      c.mergeFile(entry.path().string());
+      validateTrainingConfig(c);
+    }) << entry.path();
+    ++recipes;
+  }
+  EXPECT_GE(recipes, 8);
 }
 
 }  // namespace

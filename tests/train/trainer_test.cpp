@@ -70,10 +70,11 @@ TEST_F(ShortRun, SummaryHasDocumentedKeys) {
   nlohmann::json s = nlohmann::json::parse(in);
   for (const char* k : {"reached_target", "target_accuracy", "final_accuracy", "best_accuracy",
                         "time_to_target_s", "train_time_s", "throughput_img_s", "epochs", "steps",
-                        "global_batch_size", "world_size"}) {
+                        "global_batch_size", "world_size", "optimizer", "kfac"}) {
     EXPECT_TRUE(s.contains(k)) << k;
   }
   EXPECT_EQ(s["reached_target"], false);
+  EXPECT_EQ(s["kfac"], false);
   EXPECT_TRUE(s["time_to_target_s"].is_null());
   EXPECT_EQ(s["epochs"], 3);
   EXPECT_EQ(s["global_batch_size"], 128);
@@ -306,6 +307,10 @@ TEST(LargeBatchRun, KfacOnTwoRanksTrainsAndKeepsTheirWeightsIdentical) {
   for (const auto& item : p0) {
     EXPECT_TRUE(torch::equal(item.value(), p1[item.key()])) << item.key();
   }
+  std::ifstream in(dir + "/summary.json");
+  nlohmann::json summary = nlohmann::json::parse(in);
+  EXPECT_EQ(summary["optimizer"], "lars");
+  EXPECT_EQ(summary["kfac"], true);
   std::filesystem::remove_all(dir);
 }
 
