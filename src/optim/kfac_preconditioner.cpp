@@ -159,7 +159,12 @@ void KfacPreconditioner::precondition() {
     torch::Tensor grad = l.weight.grad();
     if (l.updated == 0 || !grad.defined()) continue;
     const torch::Tensor m = grad.reshape({l.dimG, l.dimA}).to(torch::kFloat);
-    const torch::Tensor p = l.gInverse.mm(m).mm(l.aInverse);
+    torch::Tensor p = l.gInverse.mm(m).mm(l.aInverse);
+    // The relative damping leaves P's length arbitrary; give it the
+    // gradient's, so K-FAC turns each layer's step and the optimizer sizes
+    // it as it would the gradient. (A non-finite gradient stays non-finite.)
+    const double gradNorm = m.norm().item<double>(), pNorm = p.norm().item<double>();
+    if (pNorm > 0 && std::isfinite(pNorm)) p.mul_(gradNorm / pNorm);
     grad.copy_(p.view(grad.sizes()));
   }
 }

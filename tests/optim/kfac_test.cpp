@@ -1,8 +1,8 @@
 // K-FAC: the factors are averages of the recorded rows' outer products (the
 // output gradients unscaled), folded into running averages; the gradient
 // becomes (G + γ_G I)⁻¹ ∇ (A + γ_A I)⁻¹ with γ relative to each factor's
-// mean eigenvalue — checked against a float64 solve written from that
-// formula. Statistics from two "ranks" summed equal those of one seeing all
+// mean eigenvalue, rescaled to ∇'s norm — checked against a float64 solve
+// written from that formula; a non-finite gradient stays non-finite. Statistics from two "ranks" summed equal those of one seeing all
 // rows; non-finite or empty statistics leave the factors alone; the state
 // round-trips through the optimizer.
 #include <gtest/gtest.h>
@@ -19,12 +19,15 @@ torch::Tensor damped(const torch::Tensor& f, double damping) {
   return f + damping * f.trace().item<double>() / n * torch::eye(n, f.options());
 }
 
-// (G + γ_G I)⁻¹ ∇ (A + γ_A I)⁻¹ in float64 by two linear solves.
+// (G + γ_G I)⁻¹ ∇ (A + γ_A I)⁻¹ in float64 by two linear solves, at the
+// length of ∇.
 torch::Tensor reference(const torch::Tensor& a, const torch::Tensor& g, const torch::Tensor& grad,
                         double damping) {
-  const torch::Tensor left = torch::linalg_solve(damped(g, damping), grad.to(torch::kDouble));
+  const torch::Tensor g64 = grad.to(torch::kDouble);
+  const torch::Tensor left = torch::linalg_solve(damped(g, damping), g64);
   // X·A_d⁻¹ = (A_d⁻¹·Xᵀ)ᵀ, A_d symmetric.
-  return torch::linalg_solve(damped(a, damping), left.t()).t();
+  const torch::Tensor p = torch::linalg_solve(damped(a, damping), left.t()).t();
+  return p * (g64.norm() / p.norm());  // the gradient's length
 }
 
 struct Layer {
@@ -80,6 +83,10 @@ TEST(Kfac, PreconditionsWithTheDampedFactorInverses) {
         << ((got - expected[i]).abs().max() / expected[i].abs().max()).item<double>();
     ++i;
   }
+  // An overflowed gradient must still be seen as one by the optimizer.
+  conv.w.mutable_grad()[0][0][0][0] = std::numeric_limits<float>::infinity();
+  k.precondition();
+  EXPECT_FALSE(conv.w.grad().isfinite().all().item<bool>());
 }
 
 TEST(Kfac, TwoRanksSummedEqualOneRankWithAllRows) {

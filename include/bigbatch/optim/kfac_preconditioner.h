@@ -2,17 +2,19 @@
 // Grosse & Martens 2016; large-batch use as in Osawa et al. 2019): each
 // covered layer's gradient ∇ (a [out, in·kh·kw] matrix) is replaced by
 //
-//     P = (G + γ_G·I)⁻¹ · ∇ · (A + γ_A·I)⁻¹
+//     P = (G + γ_G·I)⁻¹ · ∇ · (A + γ_A·I)⁻¹ · |∇| / |(G + γ_G·I)⁻¹ · ∇ · (A + γ_A·I)⁻¹|
 //
+// (the direction of the K-FAC step at the length of the layer's gradient)
 // where A is the running average of the layer's input covariance (for a
 // convolution, of its im2col patches: one row per sample and output
 // position) and G that of the gradient of the loss with respect to the
 // layer's output (one row per sample and position, unscaled to a single
 // sample's loss). The damping of each factor is relative to its mean
 // eigenvalue, γ_A = damping·tr(A)/dim A, so it does not depend on the scale
-// of activations or loss; the optimizer that then takes P (LARS's trust ratio
-// for instance) sets the step's size, K-FAC only its direction within the
-// layer. This is the "empirical Fisher" flavour: G comes from the gradients
+// of activations or loss — which also leaves the preconditioned vector's
+// length arbitrary, so P keeps the gradient's norm: K-FAC turns each layer's
+// step, and the optimizer (SGD, LARS's trust ratio with its weight decay
+// term, LAMB) sizes it as it would the plain gradient. This is the "empirical Fisher" flavour: G comes from the gradients
 // of the training loss itself.
 //
 // Covered layers: the optimizer's regular (not excluded) parameters of rank 2
@@ -71,7 +73,7 @@ class KfacPreconditioner {
   // with no rows, or with a non-finite sum, keeps its factors this step.
   void update(const std::vector<double>& summed, double gradUnscale);
   // P in place of each covered gradient (layers without factors yet, or
-  // without a gradient, are left alone).
+  // without a gradient, are left alone; a non-finite gradient stays so).
   void precondition();
 
   // "kfac.<param>.{A,G,A_inverse,G_inverse,updates}" and "kfac.updates".
