@@ -7,7 +7,7 @@ set -eu
 out=${1:-runs/study}
 shift || true
 recipes=("$@")
-[ ${#recipes[@]} -gt 0 ] || recipes=(sgd_128 sgd_4096 lars_4096 lamb_4096 sgd_8192 lars_8192 lamb_8192)
+[ ${#recipes[@]} -gt 0 ] || recipes=(sgd_128 sgd_4096 lars_4096 lars_kfac_4096 lamb_4096 sgd_8192 lars_8192 lars_kfac_8192 lamb_8192)
 for r in "${recipes[@]}"; do
   build/apps/bigbatch train "configs/$r.toml" --run-dir "$out/$r" --overwrite -q
 done

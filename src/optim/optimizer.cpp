@@ -105,8 +105,8 @@ void Optimizer::enableKfac(const KfacOptions& options) {
 
 StepResult Optimizer::step(const StepHyper& hyper) {
   torch::NoGradGuard noGrad;
-  // A linear map of the gradient: the loss scale (gradScale) still divides
-  // out afterwards, and an inf or NaN still reaches the finite check.
+  // P(s·∇) = s·P(∇): the loss scale (gradScale) still divides out
+  // afterwards, and an inf or NaN still reaches the finite check.
   if (kfac_) kfac_->precondition();
   StepResult r;
   if (fusedEligible()) {
