@@ -15,12 +15,18 @@ bool finite(const torch::Tensor& t) { return t.isfinite().all().item<bool>(); }
 // (F + damping·tr(F)/dim·I)⁻¹ of a symmetric positive semi-definite factor,
 // in float64 (a Cholesky solve; the damping keeps it definite unless F = 0,
 // where the identity's inverse is taken instead).
-torch::Tensor dampedInverse(const torch::Tensor& f, double damping) {
+torch::Tensor dampedInverse(const torch::Tensor& f, double damping, const std::string& name,
+                            const char* which) {
   const int64_t n = f.size(0);
   const double mean = f.trace().item<double>() / static_cast<double>(n);
   const double shift = mean > 0 ? damping * mean : 1.0;
   const torch::Tensor eye = torch::eye(n, f.options());
-  const torch::Tensor l = torch::linalg_cholesky(f + shift * eye);
+  const auto [l, info] = torch::linalg_cholesky_ex(f + shift * eye);
+  // Only a damping too small for float rounding gets here.
+  BIGBATCH_REQUIRE(info.item<int64_t>() == 0, InvalidArgument,
+                   "K-FAC factor {} of '{}' ({}x{}) is not positive definite with damping {} of "
+                   "its mean eigenvalue; raise optim.kfac_damping",
+                   which, name, n, n, damping);
   // LAPACK hands back column-major storage; a row-major copy, as a resumed
   // run loads it, so both multiply the gradient with the same kernel and
   // round the same way.
@@ -149,8 +155,8 @@ void KfacPreconditioner::update(const std::vector<double>& summed, double gradUn
 }
 
 void KfacPreconditioner::invert(Layer& l) const {
-  l.aInverse = dampedInverse(l.a, options_.damping);
-  l.gInverse = dampedInverse(l.g, options_.damping);
+  l.aInverse = dampedInverse(l.a, options_.damping, l.name, "A");
+  l.gInverse = dampedInverse(l.g, options_.damping, l.name, "G");
 }
 
 void KfacPreconditioner::precondition() {

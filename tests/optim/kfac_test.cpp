@@ -2,7 +2,8 @@
 // output gradients unscaled), folded into running averages; the gradient
 // becomes (G + γ_G I)⁻¹ ∇ (A + γ_A I)⁻¹ with γ relative to each factor's
 // mean eigenvalue, rescaled to ∇'s norm — checked against a float64 solve
-// written from that formula; a non-finite gradient stays non-finite. Statistics from two "ranks" summed equal those of one seeing all
+// written from that formula; a non-finite gradient stays non-finite.
+// Statistics from two "ranks" summed equal those of one seeing all
 // rows; non-finite or empty statistics leave the factors alone; the state
 // round-trips through the optimizer.
 #include <gtest/gtest.h>

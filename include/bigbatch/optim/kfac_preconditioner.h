@@ -14,7 +14,8 @@
 // of activations or loss — which also leaves the preconditioned vector's
 // length arbitrary, so P keeps the gradient's norm: K-FAC turns each layer's
 // step, and the optimizer (SGD, LARS's trust ratio with its weight decay
-// term, LAMB) sizes it as it would the plain gradient. This is the "empirical Fisher" flavour: G comes from the gradients
+// term, LAMB) sizes it as it would the plain gradient. This is the
+// "empirical Fisher" flavour: G comes from the gradients
 // of the training loss itself.
 //
 // Covered layers: the optimizer's regular (not excluded) parameters of rank 2

@@ -22,8 +22,8 @@
 // path, which is also the naive baseline of `bigbatch bench optim`.
 //
 // Optionally (enableKfac) the gradients of linear and convolution weights are
-// first turned into K-FAC directions (kfac_preconditioner.h), which the optimizer then
-// scales and applies as it would the gradient.
+// first turned into K-FAC directions (kfac_preconditioner.h), which the
+// optimizer then scales and applies as it would the gradient.
 //
 // A gradient with an inf or NaN anywhere makes the norm pass non-finite; the
 // step is then skipped (weights and state untouched) and reported in
@@ -121,9 +121,10 @@ class Optimizer {
   // Whether the next step takes the fused path (false: per-tensor ATen calls).
   bool fusedEligible() const;
 
-  // K-FAC (kfac_preconditioner.h) over the regular parameters of rank 2 and 4: from then on
-  // step() first rewrites those gradients into K-FAC directions, and the
-  // factors join state(). Statistics reach it through kfac().
+  // K-FAC (kfac_preconditioner.h) over the regular parameters of rank 2 and
+  // 4: from then on step() first rewrites those gradients into K-FAC
+  // directions, and the factors join state(). Statistics reach it through
+  // kfac().
   void enableKfac(const KfacOptions& options);
   KfacPreconditioner* kfac() { return kfac_.get(); }
 
