@@ -80,27 +80,26 @@ KfacPreconditioner::Layer& KfacPreconditioner::layerOf(const torch::Tensor& weig
 }
 
 void KfacPreconditioner::addActivations(const torch::Tensor& weight, const torch::Tensor& rows) {
-  torch::NoGradGuard noGrad;
   Layer& l = layerOf(weight);
-  BIGBATCH_CHECK(rows.dim() == 2 && rows.size(1) == l.dimA, Error,
-                 "K-FAC activations for '{}' have shape {}, expected [m, {}]", l.name,
-                 c10::str(rows.sizes()), l.dimA);
-  // fp32 products (the rows are many), summed in fp64 across calls and ranks.
-  const torch::Tensor r = rows.detach().to(torch::kFloat).contiguous();
-  l.sumA += r.t().mm(r).to(torch::kDouble);
-  l.rowsA += rows.size(0);
+  addRows(l, "activations", rows, l.dimA, l.sumA, l.rowsA);
 }
 
 void KfacPreconditioner::addOutputGradients(const torch::Tensor& weight,
                                             const torch::Tensor& rows) {
-  torch::NoGradGuard noGrad;
   Layer& l = layerOf(weight);
-  BIGBATCH_CHECK(rows.dim() == 2 && rows.size(1) == l.dimG, Error,
-                 "K-FAC output gradients for '{}' have shape {}, expected [m, {}]", l.name,
-                 c10::str(rows.sizes()), l.dimG);
+  addRows(l, "output gradients", rows, l.dimG, l.sumG, l.rowsG);
+}
+
+void KfacPreconditioner::addRows(const Layer& l, const char* what, const torch::Tensor& rows,
+                                 int64_t dim, torch::Tensor& sum, int64_t& count) {
+  torch::NoGradGuard noGrad;
+  BIGBATCH_CHECK(rows.dim() == 2 && rows.size(1) == dim, Error,
+                 "K-FAC {} for '{}' have shape {}, expected [m, {}]", what, l.name,
+                 c10::str(rows.sizes()), dim);
+  // fp32 products (the rows are many), summed in fp64 across calls and ranks.
   const torch::Tensor r = rows.detach().to(torch::kFloat).contiguous();
-  l.sumG += r.t().mm(r).to(torch::kDouble);
-  l.rowsG += rows.size(0);
+  sum += r.t().mm(r).to(torch::kDouble);
+  count += rows.size(0);
 }
 
 std::vector<double> KfacPreconditioner::takeStatistics() {

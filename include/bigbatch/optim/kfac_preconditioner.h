@@ -97,6 +97,9 @@ class KfacPreconditioner {
     int64_t updated = 0;               // updates that reached this layer (0: no factors yet)
   };
   Layer& layerOf(const torch::Tensor& weight);
+  // sum += rowsᵀ·rows, count += rows (rows: [m, dim]).
+  static void addRows(const Layer& l, const char* what, const torch::Tensor& rows, int64_t dim,
+                      torch::Tensor& sum, int64_t& count);
   void invert(Layer& layer) const;
 
   KfacOptions options_;
