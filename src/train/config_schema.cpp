@@ -194,8 +194,8 @@ std::vector<ConfigField> trainingConfigSchema() {
         "fused multi-tensor norm and update passes (CPU fp32); false: per-tensor ATen calls"),
       F("optim.kfac", T::kBool, false,
         "K-FAC directions (Martens & Grosse 2015): the gradients of the regular linear and "
-        "convolution weights are preconditioned by the layers' Kronecker-factored curvature "
-        "before the optimizer (any of them) applies them"),
+        "convolution weights are preconditioned by the layers' Kronecker-factored curvature, "
+        "rescaled to the gradient's norm, before the optimizer (any of them) applies them"),
       F("optim.kfac_damping", T::kFloat, 0.03,
         "K-FAC: damping added to each factor, relative to its mean eigenvalue", 1e-12, 1e6),
       F("optim.kfac_decay", T::kFloat, 0.95,
