@@ -4,6 +4,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <sstream>
 #include <cmath>
@@ -21,6 +22,13 @@
 
 namespace bigbatch {
 namespace {
+
+// Runs body(rank) for `n` in-process ranks, one thread each, and waits for all.
+void onRanks(int n, const std::function<void(int)>& body) {
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < n; ++r) ranks.emplace_back(body, r);
+  for (auto& t : ranks) t.join();
+}
 
 std::vector<nlohmann::json> readMllog(const std::string& path) {
   std::ifstream in(path);
@@ -284,21 +292,17 @@ TEST(LargeBatchRun, KfacOnTwoRanksTrainsAndKeepsTheirWeightsIdentical) {
   }
   std::vector<TrainResult> results(2);
   std::vector<std::string> errors(2);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 2; ++r) {
-    ranks.emplace_back([&, r] {
-      TrainOptions o;
-      o.comm = comms[r].get();
-      o.runDir = dir;
-      o.verbosity = Verbosity::kQuiet;
-      try {
-        results[r] = train(c, o, jobs[r]);
-      } catch (const std::exception& e) {
-        errors[r] = e.what();
-      }
-    });
-  }
-  for (auto& t : ranks) t.join();
+  onRanks(2, [&](int r) {
+    TrainOptions o;
+    o.comm = comms[r].get();
+    o.runDir = dir;
+    o.verbosity = Verbosity::kQuiet;
+    try {
+      results[r] = train(c, o, jobs[r]);
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  });
   ASSERT_TRUE(errors[0].empty() && errors[1].empty()) << errors[0] << " / " << errors[1];
   EXPECT_EQ(results[0].steps, 2 * 4096 / 512);
   EXPECT_LT(results[0].lastLoss, 0.8 * results[0].firstLoss);
@@ -396,27 +400,23 @@ TEST(RankAgreement, RanksWithDifferentConfigsStopWithTheSameNamedError) {
   const std::string dir = ::testing::TempDir() + "/disagree_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   std::vector<std::string> errors(2);
-  std::vector<std::thread> ranks;
-  for (int r = 0; r < 2; ++r) {
-    ranks.emplace_back([&, r] {
-      Config c = defaultTrainingConfig();
-      c.set("data.dataset=synthetic");
-      c.set("run.threads=1");
-      if (r == 1) c.set("optim.lr=0.2");
-      TrainOptions o;
-      o.comm = comms[r].get();
-      o.runDir = dir;
-      o.verbosity = Verbosity::kQuiet;
-      try {
-        train(c, o);
-      } catch (const MismatchError& e) {
-        errors[r] = e.what();
-      } catch (const std::exception& e) {
-        errors[r] = std::string("wrong error type: ") + e.what();
-      }
-    });
-  }
-  for (auto& t : ranks) t.join();
+  onRanks(2, [&](int r) {
+    Config c = defaultTrainingConfig();
+    c.set("data.dataset=synthetic");
+    c.set("run.threads=1");
+    if (r == 1) c.set("optim.lr=0.2");
+    TrainOptions o;
+    o.comm = comms[r].get();
+    o.runDir = dir;
+    o.verbosity = Verbosity::kQuiet;
+    try {
+      train(c, o);
+    } catch (const MismatchError& e) {
+      errors[r] = e.what();
+    } catch (const std::exception& e) {
+      errors[r] = std::string("wrong error type: ") + e.what();
+    }
+  });
   for (int r = 0; r < 2; ++r) {
     EXPECT_NE(errors[r].find("the ranks were started with different configs"), std::string::npos)
         << "rank " << r << ": " << errors[r];
