@@ -58,32 +58,32 @@ KfacOptions kfacOptions(const Config& c) {
   return k;
 }
 
-void logOptimizer(MlperfLogger& ml, const Config& c, double peakLr, int64_t decaySteps) {
-  const std::string name = c.getString("optim.name");
-  BIGBATCH_MLLOG_POINT(ml, mlkey::kOptName, name);
-  if (name == "lamb") {
-    BIGBATCH_MLLOG_POINT(ml, "opt_base_learning_rate", peakLr);
-    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_beta_1", c.getFloat("optim.beta1"));
-    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_beta_2", c.getFloat("optim.beta2"));
-    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_epsilon", c.getFloat("optim.epsilon"));
-    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_weight_decay_rate", c.getFloat("optim.weight_decay"));
-    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_learning_rate_decay_poly_power", c.getFloat("schedule.poly_power"));
-    BIGBATCH_MLLOG_POINT(ml, "opt_learning_rate_warmup_epochs", c.getFloat("schedule.warmup_epochs"));
+void logOptimizer(MlperfLogger& ml, const RunRecipe& r, int64_t decaySteps) {
+  const OptimizerOptions& o = r.optimizer;
+  BIGBATCH_MLLOG_POINT(ml, mlkey::kOptName, o.name);
+  if (o.name == "lamb") {
+    BIGBATCH_MLLOG_POINT(ml, "opt_base_learning_rate", r.peakLr);
+    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_beta_1", o.beta1);
+    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_beta_2", o.beta2);
+    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_epsilon", o.epsilon);
+    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_weight_decay_rate", o.weightDecay);
+    BIGBATCH_MLLOG_POINT(ml, "opt_lamb_learning_rate_decay_poly_power", r.lr.polyPower);
+    BIGBATCH_MLLOG_POINT(ml, "opt_learning_rate_warmup_epochs", r.lr.warmupEpochs);
     return;
   }
-  const bool lars = name == "lars";
+  const bool lars = o.name == "lars";
   const std::string p = lars ? "lars_opt_" : "sgd_opt_";
-  BIGBATCH_MLLOG_POINT(ml, p + "base_learning_rate", peakLr);
-  BIGBATCH_MLLOG_POINT(ml, p + "end_learning_rate", c.getFloat("schedule.end_lr"));
-  BIGBATCH_MLLOG_POINT(ml, p + "learning_rate_decay_poly_power", c.getFloat("schedule.poly_power"));
+  BIGBATCH_MLLOG_POINT(ml, p + "base_learning_rate", r.peakLr);
+  BIGBATCH_MLLOG_POINT(ml, p + "end_learning_rate", r.lr.endLr);
+  BIGBATCH_MLLOG_POINT(ml, p + "learning_rate_decay_poly_power", r.lr.polyPower);
   BIGBATCH_MLLOG_POINT(ml, p + "learning_rate_decay_steps", decaySteps);
-  BIGBATCH_MLLOG_POINT(ml, p + "weight_decay", c.getFloat("optim.weight_decay"));
-  BIGBATCH_MLLOG_POINT(ml, p + "momentum", c.getFloat("optim.momentum"));
+  BIGBATCH_MLLOG_POINT(ml, p + "weight_decay", o.weightDecay);
+  BIGBATCH_MLLOG_POINT(ml, p + "momentum", r.momentum);
   if (lars) {
-    BIGBATCH_MLLOG_POINT(ml, "lars_epsilon", c.getFloat("optim.lars_epsilon"));
-    BIGBATCH_MLLOG_POINT(ml, "lars_opt_learning_rate_warmup_epochs", c.getFloat("schedule.warmup_epochs"));
+    BIGBATCH_MLLOG_POINT(ml, "lars_epsilon", o.larsEpsilon);
+    BIGBATCH_MLLOG_POINT(ml, "lars_opt_learning_rate_warmup_epochs", r.lr.warmupEpochs);
   } else {
-    BIGBATCH_MLLOG_POINT(ml, "opt_learning_rate_warmup_epochs", c.getFloat("schedule.warmup_epochs"));
+    BIGBATCH_MLLOG_POINT(ml, "opt_learning_rate_warmup_epochs", r.lr.warmupEpochs);
   }
 }
 
@@ -139,6 +139,71 @@ PipelineOptions pipelineOptionsFor(const Config& c, bool channelsLast) {
   p.skipBadSamples = c.getString("data.bad_samples") == "skip";
   p.channelsLast = channelsLast;
   return p;
+}
+
+RunRecipe resolveRecipe(const Config& c, int worldSize) {
+  RunRecipe r;
+  r.seed = static_cast<uint64_t>(c.getInt("run.seed"));
+  r.threads = c.getInt("run.threads");
+  r.channelsLast = c.getBool("model.channels_last");
+  r.dataset = c.getString("data.dataset");
+  r.dataPath = c.getString("data.path");
+  r.trainSamples = c.getInt("data.train_samples");
+  r.evalSamples = c.getInt("data.eval_samples");
+  r.modelName = c.getString("model.name");
+
+  r.batchPerRank = c.getInt("train.batch_size");
+  r.accumulation = c.getInt("train.accumulation_steps");
+  r.globalBatch = r.batchPerRank * worldSize * r.accumulation;
+  r.epochs = c.getInt("train.epochs");
+  r.targetAccuracy = c.getFloat("train.target_accuracy");
+  r.stopAtTarget = c.getBool("train.stop_at_target");
+  r.evalEvery = c.getInt("train.eval_every");
+  r.evalBatch = c.getInt("train.eval_batch_size");
+  r.averageBnStats = c.getBool("train.average_bn_stats");
+
+  r.peakLr = c.getFloat("optim.lr_per_256") > 0
+                 ? linearScaledLr(c.getFloat("optim.lr_per_256"), r.globalBatch)
+                 : c.getFloat("optim.lr");
+  r.lr = scheduleOptions(c, r.peakLr);
+  r.momentumEpochs = c.getFloatList("schedule.momentum_epochs");
+  r.momentumValues = c.getFloatList("schedule.momentum_values");
+  r.momentum = c.getFloat("optim.momentum");
+  r.batchSchedule = BatchScheduleOptions{c.getIntList("schedule.batch_epochs"),
+                                         c.getIntList("schedule.batch_factors"),
+                                         c.getString("schedule.batch_lr_rule")};
+  r.decayFollowsLr = c.getBool("schedule.weight_decay_follows_lr");
+
+  r.optimizer = optimizerOptions(c);
+  r.optimizer.checkFinite = true;  // SGD too: a non-finite gradient never reaches the weights
+  if (c.getBool("optim.kfac")) r.kfac = kfacOptions(c);
+  r.precision = parsePrecision(c.getString("amp.precision"));
+  if (lossScalingEnabled(c)) r.lossScaler = lossScalerOptions(c);
+  r.ddp = ddpOptionsFor(c);
+  r.exchangeDtype = c.getString("ddp.exchange_dtype");
+  r.timeoutS = c.getFloat("comm.timeout_s");
+
+  r.step.accumulation = r.accumulation;
+  r.step.groups = c.getInt("train.virtual_workers");
+  r.step.labelSmoothing = c.getFloat("train.label_smoothing");
+  r.step.precision = r.precision;
+  r.step.skipNonFinite = c.getString("train.nonfinite") == "skip";
+  r.step.kfacSamples = c.getInt("optim.kfac_samples");
+  r.step.faultKind = c.getString("fault.kind");  // tests and docs/RELIABILITY.md
+  r.step.faultRank = static_cast<int>(c.getInt("fault.rank"));
+  r.step.faultStep = c.getInt("fault.step");
+
+  r.ckpt.dir = c.getString("ckpt.dir");
+  r.ckpt.keep = static_cast<int>(c.getInt("ckpt.keep"));
+  r.ckpt.everyEpochs = c.getInt("ckpt.every_epochs");
+  r.ckpt.everySteps = c.getInt("ckpt.every_steps");
+
+  r.mlperf.benchmark = c.getString("mlperf.submission_benchmark");
+  r.mlperf.org = c.getString("mlperf.submission_org");
+  r.mlperf.division = c.getString("mlperf.submission_division");
+  r.mlperf.status = c.getString("mlperf.submission_status");
+  r.mlperf.platform = c.getString("mlperf.submission_platform");
+  return r;
 }
 
 }  // namespace bigbatch::train_detail

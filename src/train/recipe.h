@@ -1,9 +1,15 @@
-// From the resolved config to the options of each component (model,
-// learning-rate schedule, optimizer, loss scaler, exchange, input pipeline), and the optimizer's MLPerf log keys.
+// From the resolved config to typed options: RunRecipe holds every key the
+// training run reads, resolved once before the first step (nothing in the
+// run loop looks a key up by name), and the functions below give each
+// component its options (model, learning-rate schedule, optimizer, loss
+// scaler, exchange, input pipeline) and the optimizer's MLPerf log keys.
 // Internal to src/train; pure functions, thread-safe.
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "bigbatch/amp/loss_scaler.h"
 #include "bigbatch/common/config.h"
@@ -13,9 +19,70 @@
 #include "bigbatch/ddp/distributed_data_parallel.h"
 #include "bigbatch/models/model_options.h"
 #include "bigbatch/optim/optimizer.h"
+#include "bigbatch/schedule/batch_schedule.h"
 #include "bigbatch/schedule/lr_schedule.h"
+#include "train_step.h"
 
 namespace bigbatch::train_detail {
+
+// The MLPerf submission_* keys (mlperf.*); an empty platform means
+// "<ranks>x<CPU model>".
+struct MlperfSubmission {
+  std::string benchmark, org, division, status, platform;
+};
+
+// Where checkpoints go and how often (ckpt.*).
+struct CheckpointPlan {
+  std::string dir;  // empty: <run directory>/checkpoints
+  int keep = 2;
+  int64_t everyEpochs = 1;  // 0: only at the end
+  int64_t everySteps = 0;   // 0: none mid-epoch
+};
+
+// Everything the training run reads from its config, typed. The model's
+// and the input pipeline's options depend on the data as well and are made
+// by modelOptions() and pipelineOptionsFor() once the data is loaded.
+struct RunRecipe {
+  uint64_t seed = 1;
+  int64_t threads = 0;  // run.threads (0: cores ÷ ranks, resolved by the run)
+  bool channelsLast = true;
+  // Data (data.*): the source and how much of it.
+  std::string dataset, dataPath;
+  int64_t trainSamples = 0, evalSamples = 0;
+  std::string modelName;
+  // The batch: images per rank and micro-batch, micro-batches per step.
+  int64_t batchPerRank = 1, accumulation = 1;
+  int64_t globalBatch = 1;  // ranks × batchPerRank × accumulation
+  int64_t epochs = 1;
+  double targetAccuracy = 1;
+  bool stopAtTarget = true;
+  int64_t evalEvery = 1, evalBatch = 1000;
+  bool averageBnStats = false;
+  // Schedules: the peak lr (optim.lr, or optim.lr_per_256 scaled to the
+  // global batch), its warmup and decay, momentum, batch size.
+  double peakLr = 0;
+  LrScheduleOptions lr;
+  std::vector<double> momentumEpochs, momentumValues;
+  double momentum = 0;
+  BatchScheduleOptions batchSchedule;
+  bool decayFollowsLr = false;
+  OptimizerOptions optimizer;
+  std::optional<KfacOptions> kfac;  // optim.kfac
+  Precision precision = Precision::kFp32;
+  std::optional<LossScalerOptions> lossScaler;  // when loss scaling is on
+  DdpOptions ddp;                               // without callbacks and watchdog
+  std::string exchangeDtype;                    // ddp.exchange_dtype, as written
+  double timeoutS = 60;                         // comm.timeout_s
+  StepSettings step;  // accumulation, BN groups, label smoothing, faults, ...
+  CheckpointPlan ckpt;
+  MlperfSubmission mlperf;
+};
+
+// `worldSize` ranks share the global batch.
+RunRecipe resolveRecipe(const Config& c, int worldSize);
+// The optimizer's hyperparameters under the MLPerf keys of its family
+// (sgd_opt_*, lars_*, opt_lamb_*).
+void logOptimizer(MlperfLogger& ml, const RunRecipe& r, int64_t decaySteps);
 
 ModelOptions modelOptions(const Config& c, const Dataset& data);
 LrScheduleOptions scheduleOptions(const Config& c, double peakLr);
@@ -31,8 +98,5 @@ PipelineOptions pipelineOptionsFor(const Config& c, bool channelsLast);
 // Whether dynamic loss scaling is on (amp.loss_scaling, where auto means: fp16
 // compute or fp16 on the wire).
 bool lossScalingEnabled(const Config& c);
-// The optimizer's hyperparameters under the MLPerf keys of its family
-// (sgd_opt_*, lars_*, opt_lamb_*).
-void logOptimizer(MlperfLogger& ml, const Config& c, double peakLr, int64_t decaySteps);
 
 }  // namespace bigbatch::train_detail

@@ -20,26 +20,23 @@ RunCheckpointer::RunCheckpointer(torch::nn::Module& model, DistributedDataParall
   if (lead) dir_ = std::make_unique<CheckpointDir>(dir, keep);
 }
 
-void RunCheckpointer::save(const ResumePosition& at, const StepTally& epochSoFar,
-                           RunTotals totals) {
+void RunCheckpointer::save(const RunState& state) {
   const auto parts = ddp_.gatherToRoot(packRankState(model_));
-  const auto sums = ddp_.allreduceSum({epochSoFar.lossSum, epochSoFar.correct, epochSoFar.seen});
+  const auto sums = ddp_.allreduceSum(
+      {state.epochTally.lossSum, state.epochTally.correct, state.epochTally.seen});
   if (!dir_) return;
   const auto t0 = std::chrono::steady_clock::now();
   Checkpoint k;
   k.config = config_.toToml();
   k.worldSize = worldSize_;
   k.globalBatch = globalBatch_;
-  k.epoch = at.nextEpoch;
-  k.stepInEpoch = at.stepInEpoch;
-  k.globalStep = at.globalStep;
+  k.epoch = state.epoch;
+  k.stepInEpoch = state.stepInEpoch;
+  k.globalStep = state.globalStep;
   k.parameters = namedTensors(model_.named_parameters());
   unpackRankStates(parts, k);
   k.optimizer = optimizer_.state();
-  totals.epochLoss = sums[0];
-  totals.epochCorrect = sums[1];
-  totals.epochSeen = sums[2];
-  k.counters = totals.toCounters();
+  k.counters = state.toCounters({sums[0], sums[1], sums[2]});
   const std::string path = dir_->save(k);
   log().debug("checkpoint {} written in {:.3f} s", path,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

@@ -20,17 +20,10 @@
 #include "bigbatch/common/config.h"
 #include "bigbatch/ddp/distributed_data_parallel.h"
 #include "bigbatch/optim/optimizer.h"
-#include "run_totals.h"
+#include "run_state.h"
 #include "train_step.h"
 
 namespace bigbatch::train_detail {
-
-// Where a resume from the checkpoint continues.
-struct ResumePosition {
-  int64_t nextEpoch = 1;    // the epoch to run (1-based)
-  int64_t stepInEpoch = 0;  // steps of it already done
-  int64_t globalStep = 0;   // optimizer steps done in the whole run
-};
 
 class RunCheckpointer {
  public:
@@ -39,11 +32,9 @@ class RunCheckpointer {
                   const Optimizer& optimizer, const Config& config, bool lead,
                   const std::string& dir, int keep, int worldSize, int64_t globalBatch);
 
-  // Collective. `epochSoFar` is this rank's tally of the epoch being
-  // interrupted (empty at an epoch boundary); `totals` are the run's totals
-  // so far — its epochLoss/Correct/Seen are overwritten by the sums of
-  // `epochSoFar` over the ranks.
-  void save(const ResumePosition& at, const StepTally& epochSoFar, RunTotals totals);
+  // Collective: a snapshot of `state` (its epoch tally summed over the
+  // ranks) with every rank's BatchNorm buffers and RNG state.
+  void save(const RunState& state);
 
  private:
   torch::nn::Module& model_;

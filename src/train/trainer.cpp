@@ -4,15 +4,14 @@
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <thread>
 
 #include "bigbatch/amp/loss_scaler.h"
 #include "bigbatch/amp/precision.h"
-#include "bigbatch/ckpt/checkpoint.h"
 #include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/mlperf_logger.h"
-#include "bigbatch/data/batch.h"
 #include "bigbatch/data/dataset.h"
 #include "bigbatch/data/input_pipeline.h"
 #include "bigbatch/data/sampler.h"
@@ -24,8 +23,6 @@
 #include "bigbatch/schedule/piecewise_linear.h"
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/progress.h"
-#include "bigbatch/train/resume.h"
-#include "bigbatch/train/run_dir.h"
 #include "bigbatch/train/timeline.h"
 #include "evaluation.h"
 #include "model_state.h"
@@ -33,7 +30,7 @@
 #include "run_checkpointer.h"
 #include "run_report.h"
 #include "run_start.h"
-#include "run_totals.h"
+#include "run_state.h"
 #include "stall_guard.h"
 #include "train_step.h"
 
@@ -67,73 +64,180 @@ void toChannelsLast(torch::nn::Module& model) {
   }
 }
 
-}  // namespace
+// This rank's micro-batches of an epoch from step `firstStep` on, in
+// training order: each step's shard cut into `accumulation` parts.
+std::vector<std::vector<int64_t>> microBatches(const ShardPlan& plan, int64_t firstStep,
+                                               int64_t accumulation) {
+  std::vector<std::vector<int64_t>> out;
+  for (int64_t s = firstStep; s < plan.steps; ++s) {
+    const std::vector<int64_t>& shard = plan.batches[s];
+    const int64_t n = static_cast<int64_t>(shard.size());
+    for (int64_t a = 0; a < accumulation; ++a) {
+      out.emplace_back(shard.begin() + n * a / accumulation,
+                       shard.begin() + n * (a + 1) / accumulation);
+    }
+  }
+  return out;
+}
 
-TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob job) {
-  validateTrainingConfig(userConfig);
-  Config c = userConfig;  // a resume on another world size adjusts the accumulation steps
+// What one epoch's steps leave behind on this rank.
+struct EpochSteps {
+  int64_t globalBatch = 0;  // under the batch-size schedule
+  StepTimes times;          // this rank's step-time breakdown
+  double trainS = 0;        // wall time of the steps
+  double lr = 0;            // of the last step
+  double momentum = 0;
+};
 
+// One training run on one rank. The constructor is the set-up (MLPerf
+// init_start .. init_stop: ranks, data, model, exchange, optimizer, the
+// restore of a resume); run() is the run (run_start .. run_stop): epochs of
+// steps, evaluation, records and checkpoints, then the run's files.
+//
+// The run's position and totals live in one RunState, which every
+// checkpoint snapshots and a resume restores; everything the run reads
+// from its config was resolved once into `recipe_`.
+class TrainingRun {
+ public:
+  TrainingRun(const Config& config, const TrainOptions& options, TrainingJob job);
+  TrainResult run();
+
+ private:
+  // Set-up, in this order.
+  void resolveThreads();
+  void loadData(TrainingJob& job);
+  void prepareModel(TrainingJob& job);
+  void prepareExchange();
+  void restoreOrVerify();
+  void prepareOptimizer();
+  void logRecipe();
+  void printBanner() const;
+
+  // The epoch loop's parts.
+  EpochSteps trainEpoch();
+  void trainOneStep(InputPipeline& pipeline, int64_t stepsInEpoch, EpochSteps& e);
+  void checkpointMidEpoch(int64_t stepsInEpoch);
+  std::optional<double> evaluateIfDue(double& evalS);
+  EpochRecord closeEpoch(const EpochSteps& e);
+  bool stopOrCheckpoint(const EpochRecord& record);
+  TrainResult finish();
+  double elapsedNow() const { return elapsedBefore_ + secondsSince(runStart_); }
+
+  Config config_;  // a resume on another world size adjusts the accumulation steps
+  const TrainOptions& options_;
+  const Clock::time_point initStart_;
+  Clock::time_point runStart_;
+  double initSeconds_ = 0;
+  MlperfLogger ml_;  // stays closed (silent) on ranks other than 0
+  RunStart start_;
+  Communicator* comm_ = nullptr;
+  int rank_ = 0, worldSize_ = 1;
+  bool lead_ = true, quiet_ = false;
+  RunRecipe recipe_;
+  int64_t threads_ = 1;
+
+  Dataset trainData_, testData_;
+  std::shared_ptr<ImageClassifierImpl> model_;
+  std::unique_ptr<Timeline> timeline_;
+  std::unique_ptr<StallGuard> stallGuard_;
+  std::unique_ptr<DistributedDataParallel> ddp_;
+  int64_t exchangeBytes_ = 0;  // gradient bytes each rank hands to the allreduce per step
+  std::unique_ptr<Optimizer> optimizer_;
+  std::optional<DynamicLossScaler> scaler_;
+  std::unique_ptr<LrSchedule> lrSchedule_;
+  std::unique_ptr<PiecewiseLinear> momentumSchedule_;
+  std::unique_ptr<BatchSchedule> batchSchedule_;
+  std::shared_ptr<ImageSource> trainSource_;
+  ImageAugment augment_;
+  PipelineOptions pipelineOptions_;
+  std::unique_ptr<RunCheckpointer> checkpointer_;
+  std::unique_ptr<TrainStep> step_;
+  Progress progress_{false};
+
+  RunState state_;
+  double elapsedBefore_ = 0;  // run seconds of the sessions before a resume
+};
+
+TrainingRun::TrainingRun(const Config& config, const TrainOptions& options, TrainingJob job)
+    : config_(config), options_(options), initStart_(Clock::now()) {
   // MLPerf timing: init_start .. init_stop covers set-up; the score is
   // run_stop - run_start, and run_start comes right after init_stop.
-  const auto initStart = Clock::now();
-  MlperfLogger ml;  // stays closed (silent) on ranks other than 0
-  RunStart start = startRun(c, o, ml);
-  Communicator* comm = start.comm;
-  const int rank = start.rank, worldSize = start.worldSize;
-  const bool lead = rank == 0;
-  const bool quiet = o.verbosity == Verbosity::kQuiet || !lead;
-  const std::unique_ptr<RunDir>& runDir = start.runDir;
-  const std::optional<ResumePoint>& resume = start.resume;
-  if (!quiet) announceResume(start, c, o);
-  BIGBATCH_MLLOG_POINT(ml, mlkey::kCacheClear, true);
-  BIGBATCH_MLLOG_START(ml, mlkey::kInitStart);
+  start_ = startRun(config_, options_, ml_);
+  comm_ = start_.comm;
+  rank_ = start_.rank;
+  worldSize_ = start_.worldSize;
+  lead_ = rank_ == 0;
+  quiet_ = options_.verbosity == Verbosity::kQuiet || !lead_;
+  if (!quiet_) announceResume(start_, config_, options_);
+  recipe_ = resolveRecipe(config_, worldSize_);
+  BIGBATCH_MLLOG_POINT(ml_, mlkey::kCacheClear, true);
+  BIGBATCH_MLLOG_START(ml_, mlkey::kInitStart);
 
-  int64_t threads = c.getInt("run.threads");
-  if (threads == 0) {
+  resolveThreads();
+  loadData(job);
+  prepareModel(job);
+  prepareExchange();
+  restoreOrVerify();
+  prepareOptimizer();
+  logRecipe();
+  printBanner();
+}
+
+void TrainingRun::resolveThreads() {
+  threads_ = recipe_.threads;
+  if (threads_ == 0) {
     const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
-    threads = std::max<int64_t>(1, cores / comm->localSize());
+    threads_ = std::max<int64_t>(1, cores / comm_->localSize());
   }
-  torch::set_num_threads(static_cast<int>(threads));
+  torch::set_num_threads(static_cast<int>(threads_));
+}
 
-  // Model: every rank builds it from the same seed (no broadcast; the
-  // checksum below proves the ranks agree).
-  const uint64_t seed = static_cast<uint64_t>(c.getInt("run.seed"));
-  const bool channelsLast = c.getBool("model.channels_last");
+void TrainingRun::loadData(TrainingJob& job) {
   if (!job.trainData.size()) {
-    if (c.getString("data.dataset") == "synthetic") {
-      job.trainData = makeSyntheticDataset(std::max<int64_t>(c.getInt("data.train_samples"), 1024),
-                                           1, 28, 28, 10, seed);
-      job.testData = makeSyntheticDataset(std::max<int64_t>(c.getInt("data.eval_samples"), 1024), 1,
-                                          28, 28, 10, seed + 1);
+    if (recipe_.dataset == "synthetic") {
+      job.trainData = makeSyntheticDataset(std::max<int64_t>(recipe_.trainSamples, 1024), 1, 28, 28,
+                                           10, recipe_.seed);
+      job.testData = makeSyntheticDataset(std::max<int64_t>(recipe_.evalSamples, 1024), 1, 28, 28,
+                                          10, recipe_.seed + 1);
     } else {
-      job.trainData = loadFashionMnist(c.getString("data.path"), "train");
-      job.testData = loadFashionMnist(c.getString("data.path"), "test");
+      job.trainData = loadFashionMnist(recipe_.dataPath, "train");
+      job.testData = loadFashionMnist(recipe_.dataPath, "test");
     }
-    job.trainData = takeFirst(job.trainData, c.getInt("data.train_samples"));
-    job.testData = takeFirst(job.testData, c.getInt("data.eval_samples"));
+    job.trainData = takeFirst(job.trainData, recipe_.trainSamples);
+    job.testData = takeFirst(job.testData, recipe_.evalSamples);
   }
-  const Dataset& trainData = job.trainData;
-  const Dataset& testData = job.testData;
-  BIGBATCH_REQUIRE(testData.size() > 0, InvalidArgument, "the test set is empty");
-  if (!job.model) {
-    torch::manual_seed(seed);
-    job.model = buildModel(modelOptions(c, trainData));
-  }
-  auto model = job.model;
-  if (!o.initFrom.empty() && !resume) {
-    loadStateDict(*model, o.initFrom);  // every rank: the checksum below still holds
-    log().info("initial weights from {}", o.initFrom);
-  }
-  if (channelsLast) toChannelsLast(*model);
-  model->train();
+  trainData_ = std::move(job.trainData);
+  testData_ = std::move(job.testData);
+  BIGBATCH_REQUIRE(testData_.size() > 0, InvalidArgument, "the test set is empty");
+}
 
-  std::unique_ptr<Timeline> timeline;
-  if (!o.timelinePath.empty()) {
-    timeline = std::make_unique<Timeline>(rank, o.timelineFirstStep, o.timelineLastStep);
+// Every rank builds the model from the same seed: no broadcast (the
+// checksum in restoreOrVerify() proves the ranks agree).
+void TrainingRun::prepareModel(TrainingJob& job) {
+  if (!job.model) {
+    torch::manual_seed(recipe_.seed);
+    job.model = buildModel(modelOptions(config_, trainData_));
   }
-  DdpOptions ddpOptions = ddpOptionsFor(c);
-  if (timeline) {
-    Timeline* tl = timeline.get();
+  model_ = job.model;
+  if (!options_.initFrom.empty() && !start_.resume) {
+    loadStateDict(*model_, options_.initFrom);  // every rank: the checksum still holds
+    log().info("initial weights from {}", options_.initFrom);
+  }
+  if (recipe_.channelsLast) toChannelsLast(*model_);
+  model_->train();
+}
+
+// The gradient exchange, the timeline that records it, and the stall guard:
+// each rank's step and phase in shared memory, and under MPI a watchdog
+// that ends a stalled job naming the rank that stopped (collective).
+void TrainingRun::prepareExchange() {
+  if (!options_.timelinePath.empty()) {
+    timeline_ =
+        std::make_unique<Timeline>(rank_, options_.timelineFirstStep, options_.timelineLastStep);
+  }
+  DdpOptions ddpOptions = recipe_.ddp;
+  if (timeline_) {
+    Timeline* tl = timeline_.get();
     ddpOptions.onExchange = [tl](size_t bucket, size_t bytes, Clock::time_point start,
                                  Clock::time_point end, bool inlined) {
       if (tl->active()) {
@@ -143,356 +247,339 @@ TrainResult train(const Config& userConfig, const TrainOptions& o, TrainingJob j
       }
     };
   }
-  // Each rank's step and phase in shared memory, and under MPI a watchdog
-  // that ends a stalled job naming the rank that stopped (collective).
-  StallGuard stallGuard(*comm, c.getFloat("comm.timeout_s"));
-  ddpOptions.watchdog = stallGuard.watchdog();
-  DistributedDataParallel ddp(*model, *comm, ddpOptions);
-  // Gradient bytes each rank hands to the allreduce per optimizer step.
-  int64_t exchangeBytes = 0;
-  if (worldSize > 1) {
-    for (const auto& b : ddp.buckets()) {
-      exchangeBytes += b.numel * static_cast<int64_t>(elementSize(ddpOptions.exchangeType));
+  stallGuard_ = std::make_unique<StallGuard>(*comm_, recipe_.timeoutS);
+  ddpOptions.watchdog = stallGuard_->watchdog();
+  ddp_ = std::make_unique<DistributedDataParallel>(*model_, *comm_, ddpOptions);
+  if (worldSize_ > 1) {
+    for (const auto& b : ddp_->buckets()) {
+      exchangeBytes_ += b.numel * static_cast<int64_t>(elementSize(ddpOptions.exchangeType));
     }
   }
+}
 
-  if (resume) {
-    // Weights and rank 0's buffers on every rank first, so the checksum
-    // below proves every rank read the same checkpoint; then each rank's own
-    // BatchNorm statistics and RNG state.
-    const Checkpoint& k = resume->checkpoint;
-    restoreModel(*model, k.parameters, k.rankBuffers[0], resume->path);
-    ddp.verifyIdentical();
-    const size_t mine = static_cast<size_t>(rank) % k.rankBuffers.size();
-    restoreModel(*model, {}, k.rankBuffers[mine], resume->path);
-    torch::NoGradGuard noGrad;
-    at::Generator generator = at::detail::getDefaultCPUGenerator();
-    generator.set_state(k.rankRng[mine]);
-  } else {
-    ddp.verifyIdentical();
+// On a resume: the weights and rank 0's buffers on every rank first, so the
+// checksum proves every rank read the same checkpoint; then each rank's own
+// BatchNorm statistics and RNG state, and the run's position and totals.
+void TrainingRun::restoreOrVerify() {
+  const std::optional<ResumePoint>& resume = start_.resume;
+  if (!resume) {
+    ddp_->verifyIdentical();
+    return;
   }
+  const Checkpoint& k = resume->checkpoint;
+  restoreModel(*model_, k.parameters, k.rankBuffers[0], resume->path);
+  ddp_->verifyIdentical();
+  const size_t mine = static_cast<size_t>(rank_) % k.rankBuffers.size();
+  restoreModel(*model_, {}, k.rankBuffers[mine], resume->path);
+  torch::NoGradGuard noGrad;
+  at::Generator generator = at::detail::getDefaultCPUGenerator();
+  generator.set_state(k.rankRng[mine]);
+  state_ = RunState::fromCheckpoint(k, lead_);
+  elapsedBefore_ = state_.elapsedS;
+}
 
-  BIGBATCH_MLLOG_POINT(ml, mlkey::kSubmissionBenchmark, c.getString("mlperf.submission_benchmark"));
-  BIGBATCH_MLLOG_POINT(ml, mlkey::kSubmissionOrg, c.getString("mlperf.submission_org"));
-  BIGBATCH_MLLOG_POINT(ml, mlkey::kSubmissionDivision, c.getString("mlperf.submission_division"));
-  BIGBATCH_MLLOG_POINT(ml, mlkey::kSubmissionStatus, c.getString("mlperf.submission_status"));
-  std::string platform = c.getString("mlperf.submission_platform");
-  if (platform.empty()) platform = fmt::format("{}x{}", worldSize, cpuModel());
-  BIGBATCH_MLLOG_POINT(ml, mlkey::kSubmissionPlatform, platform);
-
-  OptimizerOptions optimOptions = optimizerOptions(c);
-  optimOptions.checkFinite = true;  // SGD too: a non-finite gradient never reaches the weights
-  const std::unique_ptr<Optimizer> optimizer = makeOptimizer(namedParameters(*model), optimOptions);
-  if (c.getBool("optim.kfac")) optimizer->enableKfac(kfacOptions(c));
-  if (resume) optimizer->loadState(resume->checkpoint.optimizer);
-
-  const int64_t batchPerRank = c.getInt("train.batch_size");
-  const int64_t accumulation = c.getInt("train.accumulation_steps");
-  const int64_t groups = c.getInt("train.virtual_workers");
-  const int64_t globalBatch = batchPerRank * worldSize * accumulation;
-  const int64_t epochs = c.getInt("train.epochs");
-  const int64_t stepsPerEpoch = (trainData.size() + globalBatch - 1) / globalBatch;
-  const double target = c.getFloat("train.target_accuracy");
-  const double smoothing = c.getFloat("train.label_smoothing");
-  const double peakLr = c.getFloat("optim.lr_per_256") > 0
-                            ? linearScaledLr(c.getFloat("optim.lr_per_256"), globalBatch)
-                            : c.getFloat("optim.lr");
-  const LrSchedule schedule(scheduleOptions(c, peakLr));
-  const PiecewiseLinear momentumSchedule(c.getFloatList("schedule.momentum_epochs"),
-                                         c.getFloatList("schedule.momentum_values"),
-                                         c.getFloat("optim.momentum"), "momentum schedule");
-  const BatchSchedule batchSchedule(BatchScheduleOptions{c.getIntList("schedule.batch_epochs"),
-                                                         c.getIntList("schedule.batch_factors"),
-                                                         c.getString("schedule.batch_lr_rule")});
-  const bool decayFollowsLr = c.getBool("schedule.weight_decay_follows_lr");
+// The optimizer (K-FAC under it if asked), the schedules, the loss scaler
+// and the training input; a resume restores their state.
+void TrainingRun::prepareOptimizer() {
+  optimizer_ = makeOptimizer(namedParameters(*model_), recipe_.optimizer);
+  if (recipe_.kfac) optimizer_->enableKfac(*recipe_.kfac);
+  if (start_.resume) optimizer_->loadState(start_.resume->checkpoint.optimizer);
+  lrSchedule_ = std::make_unique<LrSchedule>(recipe_.lr);
+  momentumSchedule_ = std::make_unique<PiecewiseLinear>(
+      recipe_.momentumEpochs, recipe_.momentumValues, recipe_.momentum, "momentum schedule");
+  batchSchedule_ = std::make_unique<BatchSchedule>(recipe_.batchSchedule);
   // Mixed precision: 16-bit compute on copies of the fp32 masters, and the
   // loss scaler that keeps small gradients alive in fp16 (amp/).
-  const Precision precision = parsePrecision(c.getString("amp.precision"));
-  const c10::DeviceType device = c10::DeviceType::CPU;
-  checkPrecisionSupported(precision, device);
-  std::optional<DynamicLossScaler> scaler;
-  if (lossScalingEnabled(c)) {
-    scaler.emplace(lossScalerOptions(c));  // a resume restores its state below
+  checkPrecisionSupported(recipe_.precision, c10::DeviceType::CPU);
+  if (recipe_.lossScaler) {
+    scaler_.emplace(*recipe_.lossScaler);
+    if (state_.lossScale) scaler_->loadState(*state_.lossScale);
   }
   // Training batches come from the input pipeline (data/input_pipeline.h):
   // inline by default (a 28x28 batch costs less than a thread hand-off while
   // every core trains), or with threads per stage that prepare the next
   // micro-batches while this one trains.
-  const std::shared_ptr<ImageSource> trainSource = makeIdxSource(trainData);
-  const ImageAugment augment = trainAugment(c, trainData);
-  const PipelineOptions pipelineOptions =
-      pipelineOptionsFor(c, channelsLast && trainSource->channels() > 1);
-
-  BIGBATCH_MLLOG_POINT(ml, mlkey::kSeed, seed);
-  BIGBATCH_MLLOG_POINT(ml, mlkey::kGlobalBatchSize, globalBatch);
-  BIGBATCH_MLLOG_POINT(ml, mlkey::kGradientAccumulationSteps, accumulation);
-  BIGBATCH_MLLOG_POINT(ml, mlkey::kTrainSamples, trainData.size());
-  BIGBATCH_MLLOG_POINT(ml, mlkey::kEvalSamples, testData.size());
-  logOptimizer(ml, c, peakLr,
-               static_cast<int64_t>(
-                   std::llround((epochs - c.getFloat("schedule.warmup_epochs")) * stepsPerEpoch)));
-  BIGBATCH_MLLOG_POINT(ml, "model_bn_span", std::max<int64_t>(1, batchPerRank / groups));
-
-  if (!quiet) {
-    fmt::print(
-        "bigbatch: {} ({} parameters), {} train / {} test images, global batch {} = {} "
-        "rank(s) x {} x {} accumulation step(s), BN groups of {}, {} thread(s) per rank, "
-        "{} gradient bucket(s), {} peak lr {:.4g}, {} compute, {} on the wire{}\n"
-        "  run directory: {}\n",
-        c.getString("model.name"), countParameters(*model), trainData.size(), testData.size(),
-        globalBatch, worldSize, batchPerRank, accumulation,
-        std::max<int64_t>(1, batchPerRank / groups), threads, ddp.buckets().size(),
-        c.getString("optim.name") + (optimizer->kfac() ? " on K-FAC directions" : ""), peakLr,
-        precisionName(precision),
-        c.getString("ddp.exchange_dtype"),
-        scaler ? fmt::format(", dynamic loss scale from {:g}", scaler->scale()) : "",
-        runDir->path());
-    std::fflush(stdout);
-  }
-
-  BIGBATCH_MLLOG_END(ml, mlkey::kInitStop);
-  BIGBATCH_MLLOG_START(ml, mlkey::kRunStart);
-  const auto runStart = Clock::now();
-  const double initSeconds = std::chrono::duration<double>(runStart - initStart).count();
-
-  Progress progress(!quiet);
-  TrainResult result;
-  result.targetAccuracy = target;
-  result.globalBatchSize = globalBatch;
-  result.worldSize = worldSize;
-  result.runDir = runDir ? runDir->path() : std::string();
-  double trainSeconds = 0;  // training steps only, for throughput
-  int64_t trainImages = 0;
-  int64_t step = 0;
-
-  // Where to start, and the totals so far (a resume continues them).
-  int64_t firstEpoch = 1, firstStep = 0;
-  double elapsedBefore = 0;                                     // run seconds before the resume
-  StepTally carried;          // the interrupted epoch's sums over the ranks, on rank 0 only
-  int64_t carriedSkipped = 0;  // the interrupted epoch's skipped steps, every rank
-  if (resume) {
-    const Checkpoint& k = resume->checkpoint;
-    const RunTotals t = RunTotals::fromCounters(k.counters);
-    firstEpoch = k.epoch;
-    firstStep = k.stepInEpoch;
-    step = k.globalStep;
-    trainSeconds = t.trainSeconds;
-    trainImages = t.trainImages;
-    t.copyTo(result);
-    result.steps = step;
-    elapsedBefore = t.elapsedS;
-    carriedSkipped = t.epochSkipped;
-    if (lead) carried = {t.epochLoss, t.epochCorrect, t.epochSeen};
-    if (scaler && t.lossScale) scaler->loadState(*t.lossScale);
-  }
-
+  trainSource_ = makeIdxSource(trainData_);
+  augment_ = trainAugment(config_, trainData_);
+  pipelineOptions_ =
+      pipelineOptionsFor(config_, recipe_.channelsLast && trainSource_->channels() > 1);
   // Checkpoints: rank 0 writes; every rank sends its BatchNorm buffers and
   // RNG state (they differ per rank) and takes part in the totals.
-  RunCheckpointer checkpointer(
-      *model, ddp, *optimizer, c, lead,
-      c.getString("ckpt.dir").empty() && lead ? runDir->file("checkpoints")
-                                              : c.getString("ckpt.dir"),
-      static_cast<int>(c.getInt("ckpt.keep")), worldSize, globalBatch);
-  // The run's totals so far, as a checkpoint records them.
-  auto totalsNow = [&](double elapsed, int64_t epochSkipped) {
-    RunTotals t;
-    t.trainSeconds = trainSeconds;
-    t.trainImages = trainImages;
-    t.elapsedS = elapsed;
-    t.copyFrom(result);
-    t.epochSkipped = epochSkipped;
-    if (scaler) t.lossScale = scaler->state();
-    return t;
-  };
-  const int64_t everyEpochs = c.getInt("ckpt.every_epochs");
-  const int64_t everySteps = c.getInt("ckpt.every_steps");
+  const std::string dir =
+      recipe_.ckpt.dir.empty() && lead_ ? start_.runDir->file("checkpoints") : recipe_.ckpt.dir;
+  checkpointer_ =
+      std::make_unique<RunCheckpointer>(*model_, *ddp_, *optimizer_, config_, lead_, dir,
+                                        recipe_.ckpt.keep, worldSize_, recipe_.globalBatch);
+  step_ = std::make_unique<TrainStep>(*model_, *ddp_, *optimizer_, scaler_ ? &*scaler_ : nullptr,
+                                      *stallGuard_, timeline_.get(), rank_, recipe_.step);
+}
 
-  StepSettings stepSettings;
-  stepSettings.accumulation = accumulation;
-  stepSettings.groups = groups;
-  stepSettings.labelSmoothing = smoothing;
-  stepSettings.precision = precision;
-  stepSettings.skipNonFinite = c.getString("train.nonfinite") == "skip";
-  stepSettings.kfacSamples = c.getInt("optim.kfac_samples");
-  stepSettings.faultKind = c.getString("fault.kind");  // tests and docs/RELIABILITY.md
-  stepSettings.faultRank = static_cast<int>(c.getInt("fault.rank"));
-  stepSettings.faultStep = c.getInt("fault.step");
-  TrainStep trainStep(*model, ddp, *optimizer, scaler ? &*scaler : nullptr, stallGuard,
-                      timeline.get(), rank, stepSettings);
+void TrainingRun::logRecipe() {
+  const MlperfSubmission& m = recipe_.mlperf;
+  BIGBATCH_MLLOG_POINT(ml_, mlkey::kSubmissionBenchmark, m.benchmark);
+  BIGBATCH_MLLOG_POINT(ml_, mlkey::kSubmissionOrg, m.org);
+  BIGBATCH_MLLOG_POINT(ml_, mlkey::kSubmissionDivision, m.division);
+  BIGBATCH_MLLOG_POINT(ml_, mlkey::kSubmissionStatus, m.status);
+  BIGBATCH_MLLOG_POINT(
+      ml_, mlkey::kSubmissionPlatform,
+      m.platform.empty() ? fmt::format("{}x{}", worldSize_, cpuModel()) : m.platform);
+  BIGBATCH_MLLOG_POINT(ml_, mlkey::kSeed, recipe_.seed);
+  BIGBATCH_MLLOG_POINT(ml_, mlkey::kGlobalBatchSize, recipe_.globalBatch);
+  BIGBATCH_MLLOG_POINT(ml_, mlkey::kGradientAccumulationSteps, recipe_.accumulation);
+  BIGBATCH_MLLOG_POINT(ml_, mlkey::kTrainSamples, trainData_.size());
+  BIGBATCH_MLLOG_POINT(ml_, mlkey::kEvalSamples, testData_.size());
+  const int64_t stepsPerEpoch = (trainData_.size() + recipe_.globalBatch - 1) / recipe_.globalBatch;
+  logOptimizer(ml_, recipe_,
+               static_cast<int64_t>(
+                   std::llround((recipe_.epochs - recipe_.lr.warmupEpochs) * stepsPerEpoch)));
+  BIGBATCH_MLLOG_POINT(ml_, "model_bn_span",
+                       std::max<int64_t>(1, recipe_.batchPerRank / recipe_.step.groups));
+}
 
+void TrainingRun::printBanner() const {
+  if (quiet_) return;
+  fmt::print(
+      "bigbatch: {} ({} parameters), {} train / {} test images, global batch {} = {} "
+      "rank(s) x {} x {} accumulation step(s), BN groups of {}, {} thread(s) per rank, "
+      "{} gradient bucket(s), {} peak lr {:.4g}, {} compute, {} on the wire{}\n"
+      "  run directory: {}\n",
+      recipe_.modelName, countParameters(*model_), trainData_.size(), testData_.size(),
+      recipe_.globalBatch, worldSize_, recipe_.batchPerRank, recipe_.accumulation,
+      std::max<int64_t>(1, recipe_.batchPerRank / recipe_.step.groups), threads_,
+      ddp_->buckets().size(),
+      recipe_.optimizer.name + (optimizer_->kfac() ? " on K-FAC directions" : ""), recipe_.peakLr,
+      precisionName(recipe_.precision), recipe_.exchangeDtype,
+      scaler_ ? fmt::format(", dynamic loss scale from {:g}", scaler_->scale()) : "",
+      start_.runDir->path());
+  std::fflush(stdout);
+}
+
+TrainResult TrainingRun::run() {
+  BIGBATCH_MLLOG_END(ml_, mlkey::kInitStop);
+  BIGBATCH_MLLOG_START(ml_, mlkey::kRunStart);
+  runStart_ = Clock::now();
+  initSeconds_ = std::chrono::duration<double>(runStart_ - initStart_).count();
+  progress_ = Progress(!quiet_);
   // A run that fails part-way still closes its MLPerf log (status aborted).
   try {
-    for (int64_t epoch = firstEpoch; epoch <= epochs; ++epoch) {
-      BIGBATCH_MLLOG_START(ml, mlkey::kBlockStart,
-                           {{"first_epoch_num", epoch}, {"epoch_count", 1}});
-      BIGBATCH_MLLOG_START(ml, mlkey::kEpochStart, {{"epoch_num", epoch}});
-      const auto epochStart = Clock::now();
-      // The batch-size schedule grows each rank's micro-batch.
-      const int64_t batchFactor = batchSchedule.factor(epoch);
-      const int64_t epochBatch = globalBatch * batchFactor;
-      const ShardPlan plan = planEpoch(trainData.size(), epochBatch, rank, worldSize, seed, epoch);
-      StepTimes times;
-      const int64_t startStep = epoch == firstEpoch ? firstStep : 0;
-      StepTally tally;
-      if (epoch == firstEpoch) tally = carried;
-      double lr = 0, momentum = 0;
-      int64_t skipped = epoch == firstEpoch ? carriedSkipped : 0;
-      // This rank's micro-batches of the epoch, in training order.
-      std::vector<std::vector<int64_t>> microBatches;
-      for (int64_t s = startStep; s < plan.steps; ++s) {
-        const std::vector<int64_t>& shard = plan.batches[s];
-        const int64_t n = static_cast<int64_t>(shard.size());
-        for (int64_t a = 0; a < accumulation; ++a) {
-          microBatches.emplace_back(shard.begin() + n * a / accumulation,
-                                    shard.begin() + n * (a + 1) / accumulation);
-        }
-      }
-      InputPipeline pipeline(trainSource, augment, pipelineOptions, seed, epoch,
-                             std::move(microBatches));
-      progress.startEpoch(epoch, epochs, plan.steps);
-      for (int64_t s = startStep; s < plan.steps; ++s) {
-        // Images in this global batch (the last one of an epoch may be short).
-        const int64_t stepSamples = std::min(epochBatch, trainData.size() - s * epochBatch);
-        const double position =
-            static_cast<double>(epoch - 1) + static_cast<double>(s) / plan.steps;
-        const double scheduled = schedule.at(position);
-        lr = scheduled * batchSchedule.lrMultiplier(epoch);
-        momentum = momentumSchedule.at(position);
-        const StepOutcome stepped = trainStep.run(
-            pipeline, {epoch, s + 1, step + 1, stepSamples},
-            {lr, momentum, decayFollowsLr && peakLr > 0 ? scheduled / peakLr : 1.0}, times, tally);
-        if (!stepped.applied) ++skipped;
-        ++step;
-        if (o.onStep) {
-          const double global = ddp.allreduceSum({stepped.lossSum})[0];
-          // A skipped step reports NaN: its loss did not move the weights.
-          o.onStep({epoch, step,
-                    stepped.applied ? global / static_cast<double>(stepSamples)
-                                    : std::numeric_limits<double>::quiet_NaN(),
-                    stepSamples, lr});
-        }
-        // Rank 0's view: its own loss, every rank's images (same shard sizes).
-        progress.update(s + 1, static_cast<int64_t>(tally.seen) * worldSize,
-                        tally.lossSum / std::max(tally.seen, 1.0));
-        if (everySteps > 0 && step % everySteps == 0 && s + 1 < plan.steps) {
-          checkpointer.save({epoch, s + 1, step}, tally,
-                            totalsNow(elapsedBefore + secondsSince(runStart), skipped));
-        }
-      }
-      progress.finishEpoch();
-      const double epochTrainS = secondsSince(epochStart);
-      BIGBATCH_MLLOG_END(ml, mlkey::kEpochStop, {{"epoch_num", epoch}});
-      // Epoch totals across ranks; the exposed wait per rank as min and max,
-      // since waiting for a slower rank looks like communication.
-      const auto totals = ddp.allreduceSum({tally.lossSum, tally.correct, tally.seen});
-      const auto waitMax = ddp.allreduceMax({times.comm, epochTrainS});
-      const auto waitMin = ddp.allreduceMin({times.comm});
-      trainSeconds += waitMax[1];
-      trainImages += static_cast<int64_t>(totals[2]);
-
-      double testAcc = std::nan("");
-      double evalS = 0;
-      const bool evalNow = epoch % c.getInt("train.eval_every") == 0 || epoch == epochs;
-      if (evalNow) {
-        BIGBATCH_MLLOG_START(ml, mlkey::kEvalStart, {{"epoch_num", epoch}});
-        const auto evalStart = Clock::now();
-        if (c.getBool("train.average_bn_stats")) ddp.averageBuffers();
-        const double mine =
-            static_cast<double>(evaluateShard(*model, testData, c.getInt("train.eval_batch_size"),
-                                              channelsLast, precision, rank, worldSize));
-        testAcc = ddp.allreduceSum({mine})[0] / static_cast<double>(testData.size());
-        evalS = secondsSince(evalStart);
-        if (timeline && timeline->active()) {
-          timeline->record("evaluation", Timeline::kComputeThread, evalStart, Clock::now(),
-                           fmt::format(R"("epoch":{})", epoch));
-        }
-        BIGBATCH_MLLOG_POINT(ml, mlkey::kEvalAccuracy, testAcc, {{"epoch_num", epoch}});
-        BIGBATCH_MLLOG_END(ml, mlkey::kEvalStop, {{"epoch_num", epoch}});
-        result.finalAccuracy = testAcc;
-        result.bestAccuracy = std::max(result.bestAccuracy, testAcc);
-      }
-      BIGBATCH_MLLOG_END(ml, mlkey::kBlockStop, {{"first_epoch_num", epoch}});
-
-      EpochRecord record;
-      record.epoch = epoch;
-      record.step = step;
-      record.lr = lr;
-      record.momentum = momentum;
-      record.trainLoss = totals[0] / totals[2];
-      record.trainAcc = totals[1] / totals[2];
-      if (evalNow) record.testAcc = testAcc;
-      record.epochTimeS = epochTrainS;
-      record.imgS = totals[2] / waitMax[1];
-      record.elapsedS = elapsedBefore + secondsSince(runStart);
-      record.times = times;
-      record.commWaitMinS = waitMin[0];
-      record.commWaitMaxS = waitMax[0];
-      record.evalS = evalS;
-      record.globalBatch = epochBatch;
-      record.skippedSteps = skipped;
-      record.lossScale = scaler ? scaler->scale() : 1.0;
-      if (epoch == 1) result.firstLoss = record.trainLoss;
-      result.lastLoss = record.trainLoss;
-      result.epochs = epoch;
-      result.steps = step;
-      if (runDir) runDir->appendMetrics(metricsColumns(), metricsRow(record));
-      if (!quiet) printEpochLine(record, epochs);
-      bool stop = false;
-      if (evalNow && testAcc >= target && !result.reachedTarget) {
-        result.reachedTarget = true;
-        result.timeToTargetS = elapsedBefore + secondsSince(runStart);
-        stop = c.getBool("train.stop_at_target");
-      }
-      if (stop || epoch == epochs || (everyEpochs > 0 && epoch % everyEpochs == 0)) {
-        checkpointer.save({epoch + 1, 0, step}, {}, totalsNow(record.elapsedS, 0));
-      }
-      if (stop) break;
+    while (state_.epoch <= recipe_.epochs) {
+      BIGBATCH_MLLOG_START(ml_, mlkey::kBlockStart,
+                           {{"first_epoch_num", state_.epoch}, {"epoch_count", 1}});
+      BIGBATCH_MLLOG_START(ml_, mlkey::kEpochStart, {{"epoch_num", state_.epoch}});
+      const EpochSteps steps = trainEpoch();
+      const EpochRecord record = closeEpoch(steps);
+      if (stopOrCheckpoint(record)) break;
     }
-
   } catch (const std::exception& e) {
     // Tell the other ranks, so they fail now instead of at their deadline.
-    comm->postError(e.what());
-    BIGBATCH_MLLOG_END(ml, mlkey::kRunStop, {{"status", "aborted"}});
+    comm_->postError(e.what());
+    BIGBATCH_MLLOG_END(ml_, mlkey::kRunStop, {{"status", "aborted"}});
     throw;
   }
+  return finish();
+}
 
-  if (timeline) {
+// The epoch's steps, from where a resume left off, with the mid-epoch
+// checkpoints. The batch-size schedule grows each rank's micro-batch.
+EpochSteps TrainingRun::trainEpoch() {
+  const int64_t epoch = state_.epoch;
+  EpochSteps e;
+  e.globalBatch = recipe_.globalBatch * batchSchedule_->factor(epoch);
+  const ShardPlan plan =
+      planEpoch(trainData_.size(), e.globalBatch, rank_, worldSize_, recipe_.seed, epoch);
+  InputPipeline pipeline(trainSource_, augment_, pipelineOptions_, recipe_.seed, epoch,
+                         microBatches(plan, state_.stepInEpoch, recipe_.accumulation));
+  progress_.startEpoch(epoch, recipe_.epochs, plan.steps);
+  const auto start = Clock::now();
+  while (state_.stepInEpoch < plan.steps) {
+    trainOneStep(pipeline, plan.steps, e);
+    checkpointMidEpoch(plan.steps);
+  }
+  progress_.finishEpoch();
+  e.trainS = secondsSince(start);
+  BIGBATCH_MLLOG_END(ml_, mlkey::kEpochStop, {{"epoch_num", epoch}});
+  return e;
+}
+
+void TrainingRun::trainOneStep(InputPipeline& pipeline, int64_t stepsInEpoch, EpochSteps& e) {
+  RunState& s = state_;
+  // Images in this global batch (the last one of an epoch may be short).
+  const int64_t samples =
+      std::min(e.globalBatch, trainData_.size() - s.stepInEpoch * e.globalBatch);
+  const double position = static_cast<double>(s.epoch - 1) +
+                          static_cast<double>(s.stepInEpoch) / static_cast<double>(stepsInEpoch);
+  const double scheduled = lrSchedule_->at(position);
+  e.lr = scheduled * batchSchedule_->lrMultiplier(s.epoch);
+  e.momentum = momentumSchedule_->at(position);
+  const double decayScale =
+      recipe_.decayFollowsLr && recipe_.peakLr > 0 ? scheduled / recipe_.peakLr : 1.0;
+  const StepOutcome stepped =
+      step_->run(pipeline, {s.epoch, s.stepInEpoch + 1, s.globalStep + 1, samples},
+                 {e.lr, e.momentum, decayScale}, e.times, s.epochTally);
+  if (!stepped.applied) ++s.epochSkipped;
+  ++s.stepInEpoch;
+  ++s.globalStep;
+  if (options_.onStep) {
+    const double global = ddp_->allreduceSum({stepped.lossSum})[0];
+    // A skipped step reports NaN: its loss did not move the weights.
+    options_.onStep({s.epoch, s.globalStep,
+                     stepped.applied ? global / static_cast<double>(samples)
+                                     : std::numeric_limits<double>::quiet_NaN(),
+                     samples, e.lr});
+  }
+  // Rank 0's view: its own loss, every rank's images (same shard sizes).
+  progress_.update(s.stepInEpoch, static_cast<int64_t>(s.epochTally.seen) * worldSize_,
+                   s.epochTally.lossSum / std::max(s.epochTally.seen, 1.0));
+}
+
+void TrainingRun::checkpointMidEpoch(int64_t stepsInEpoch) {
+  const int64_t every = recipe_.ckpt.everySteps;
+  if (every <= 0 || state_.globalStep % every != 0 || state_.stepInEpoch >= stepsInEpoch) return;
+  state_.elapsedS = elapsedNow();
+  if (scaler_) state_.lossScale = scaler_->state();
+  checkpointer_->save(state_);
+}
+
+// Test accuracy on evaluation epochs (every train.eval_every, and the last),
+// sharded over the ranks; `evalS` gets the seconds it took.
+std::optional<double> TrainingRun::evaluateIfDue(double& evalS) {
+  const int64_t epoch = state_.epoch;
+  if (epoch % recipe_.evalEvery != 0 && epoch != recipe_.epochs) return std::nullopt;
+  BIGBATCH_MLLOG_START(ml_, mlkey::kEvalStart, {{"epoch_num", epoch}});
+  const auto start = Clock::now();
+  if (recipe_.averageBnStats) ddp_->averageBuffers();
+  const double mine =
+      static_cast<double>(evaluateShard(*model_, testData_, recipe_.evalBatch, recipe_.channelsLast,
+                                        recipe_.precision, rank_, worldSize_));
+  const double accuracy = ddp_->allreduceSum({mine})[0] / static_cast<double>(testData_.size());
+  evalS = secondsSince(start);
+  if (timeline_ && timeline_->active()) {
+    timeline_->record("evaluation", Timeline::kComputeThread, start, Clock::now(),
+                      fmt::format(R"("epoch":{})", epoch));
+  }
+  BIGBATCH_MLLOG_POINT(ml_, mlkey::kEvalAccuracy, accuracy, {{"epoch_num", epoch}});
+  BIGBATCH_MLLOG_END(ml_, mlkey::kEvalStop, {{"epoch_num", epoch}});
+  state_.finalAccuracy = accuracy;
+  state_.bestAccuracy = std::max(state_.bestAccuracy, accuracy);
+  return accuracy;
+}
+
+// The epoch's totals over the ranks, its evaluation, and its record
+// (metrics.csv row and terminal line).
+EpochRecord TrainingRun::closeEpoch(const EpochSteps& e) {
+  // The exposed wait per rank as min and max, since waiting for a slower
+  // rank looks like communication.
+  const StepTally& t = state_.epochTally;
+  const auto totals = ddp_->allreduceSum({t.lossSum, t.correct, t.seen});
+  const auto waitMax = ddp_->allreduceMax({e.times.comm, e.trainS});
+  const auto waitMin = ddp_->allreduceMin({e.times.comm});
+  state_.trainSeconds += waitMax[1];
+  state_.trainImages += static_cast<int64_t>(totals[2]);
+
+  EpochRecord r;
+  r.testAcc = evaluateIfDue(r.evalS);
+  BIGBATCH_MLLOG_END(ml_, mlkey::kBlockStop, {{"first_epoch_num", state_.epoch}});
+  r.epoch = state_.epoch;
+  r.step = state_.globalStep;
+  r.lr = e.lr;
+  r.momentum = e.momentum;
+  r.trainLoss = totals[0] / totals[2];
+  r.trainAcc = totals[1] / totals[2];
+  r.epochTimeS = e.trainS;
+  r.imgS = totals[2] / waitMax[1];
+  r.elapsedS = elapsedNow();
+  r.times = e.times;
+  r.commWaitMinS = waitMin[0];
+  r.commWaitMaxS = waitMax[0];
+  r.globalBatch = e.globalBatch;
+  r.skippedSteps = state_.epochSkipped;
+  r.lossScale = scaler_ ? scaler_->scale() : 1.0;
+  if (r.epoch == 1) state_.firstLoss = r.trainLoss;
+  state_.lastLoss = r.trainLoss;
+  state_.epochsDone = r.epoch;
+  if (start_.runDir) start_.runDir->appendMetrics(metricsColumns(), metricsRow(r));
+  if (!quiet_) printEpochLine(r, recipe_.epochs);
+  return r;
+}
+
+// Whether the run stops after this epoch (the target reached, with
+// train.stop_at_target); the epoch-end checkpoint when one is due.
+bool TrainingRun::stopOrCheckpoint(const EpochRecord& record) {
+  bool stop = false;
+  if (record.testAcc && *record.testAcc >= recipe_.targetAccuracy && !state_.reachedTarget) {
+    state_.reachedTarget = true;
+    state_.timeToTargetS = elapsedNow();
+    stop = recipe_.stopAtTarget;
+  }
+  const int64_t epoch = state_.epoch;
+  ++state_.epoch;
+  state_.stepInEpoch = 0;
+  state_.epochTally = {};
+  state_.epochSkipped = 0;
+  state_.elapsedS = record.elapsedS;
+  if (scaler_) state_.lossScale = scaler_->state();
+  const int64_t every = recipe_.ckpt.everyEpochs;
+  if (stop || epoch == recipe_.epochs || (every > 0 && epoch % every == 0)) {
+    checkpointer_->save(state_);
+  }
+  return stop;
+}
+
+// After the last epoch: the timeline, run_stop, model.pt and summary.json.
+TrainResult TrainingRun::finish() {
+  if (timeline_) {
     // Rank 0 collects every rank's events into one file.
-    const auto parts = ddp.gatherToRoot(timeline->eventsJson());
-    if (lead) {
-      Timeline::write(o.timelinePath, parts);
-      if (!quiet) fmt::print("timeline ({} rank(s)) written to {}\n", parts.size(), o.timelinePath);
+    const auto parts = ddp_->gatherToRoot(timeline_->eventsJson());
+    if (lead_) {
+      Timeline::write(options_.timelinePath, parts);
+      if (!quiet_) {
+        fmt::print("timeline ({} rank(s)) written to {}\n", parts.size(), options_.timelinePath);
+      }
     }
   }
-
-  result.trainTimeS = elapsedBefore + secondsSince(runStart);
-  result.throughputImgS = trainSeconds > 0 ? static_cast<double>(trainImages) / trainSeconds : 0;
-  BIGBATCH_MLLOG_END(ml, mlkey::kRunStop,
+  TrainResult result;
+  state_.copyTo(result);
+  result.targetAccuracy = recipe_.targetAccuracy;
+  result.globalBatchSize = recipe_.globalBatch;
+  result.worldSize = worldSize_;
+  result.runDir = start_.runDir ? start_.runDir->path() : std::string();
+  result.trainTimeS = elapsedNow();
+  result.throughputImgS =
+      state_.trainSeconds > 0 ? static_cast<double>(state_.trainImages) / state_.trainSeconds : 0;
+  BIGBATCH_MLLOG_END(ml_, mlkey::kRunStop,
                      {{"status", result.reachedTarget ? "success" : "aborted"}});
-  ml.close();
+  ml_.close();
 
   RunFacts facts;
-  facts.initSeconds = initSeconds;
-  facts.threadsPerRank = threads;
-  facts.accumulationSteps = accumulation;
-  facts.virtualWorkers = groups;
-  facts.optimizer = c.getString("optim.name");
-  facts.kfac = optimizer->kfac() != nullptr;
-  facts.peakLr = peakLr;
-  facts.precision = precisionName(precision);
-  facts.exchangeDtype = c.getString("ddp.exchange_dtype");
-  facts.lossScaling = scaler.has_value();
-  facts.finalLossScale = scaler ? scaler->scale() : 1.0;
-  facts.exchangeBytesPerStep = exchangeBytes;
-  facts.model = c.getString("model.name");
-  facts.parameters = countParameters(*model);
-  if (runDir) {
+  facts.initSeconds = initSeconds_;
+  facts.threadsPerRank = threads_;
+  facts.accumulationSteps = recipe_.accumulation;
+  facts.virtualWorkers = recipe_.step.groups;
+  facts.optimizer = recipe_.optimizer.name;
+  facts.kfac = optimizer_->kfac() != nullptr;
+  facts.peakLr = recipe_.peakLr;
+  facts.precision = precisionName(recipe_.precision);
+  facts.exchangeDtype = recipe_.exchangeDtype;
+  facts.lossScaling = scaler_.has_value();
+  facts.finalLossScale = scaler_ ? scaler_->scale() : 1.0;
+  facts.exchangeBytesPerStep = exchangeBytes_;
+  facts.model = recipe_.modelName;
+  facts.parameters = countParameters(*model_);
+  if (start_.runDir) {
     // Rank 0's weights and BatchNorm statistics, readable by torch.load.
-    saveStateDict(*model, runDir->file("model.pt"));
-    runDir->writeJson("summary.json", summaryJson(result, facts));
+    saveStateDict(*model_, start_.runDir->file("model.pt"));
+    start_.runDir->writeJson("summary.json", summaryJson(result, facts));
   }
-  if (!quiet) printOutcome(result, facts);
+  if (!quiet_) printOutcome(result, facts);
   return result;
+}
+
+}  // namespace
+
+TrainResult train(const Config& config, const TrainOptions& options, TrainingJob job) {
+  validateTrainingConfig(config);
+  TrainingRun run(config, options, std::move(job));
+  return run.run();
 }
 
 }  // namespace bigbatch
