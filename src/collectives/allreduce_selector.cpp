@@ -150,6 +150,51 @@ std::string AutoAllreduce::tunedChoice(const Communicator& comm, size_t bytes) {
   return rules.back().algorithm;
 }
 
+namespace {
+constexpr const char* kTuningPrefix = "allreduce_tuning.";
+}  // namespace
+
+std::map<std::string, double> AutoAllreduce::tuningState(const Communicator& comm) {
+  std::lock_guard<std::mutex> lock(trialsMutex_);
+  std::map<std::string, double> out;
+  for (const auto& [key, t] : trials_) {
+    if (key.first != comm.id()) continue;
+    const std::string p = fmt::format("{}{}.", kTuningPrefix, key.second);
+    out[p + "calls"] = t.calls;
+    out[p + "winner"] = t.winner;
+    for (int c = 0; c < 3; ++c) {
+      out[fmt::format("{}seconds{}", p, c)] = t.seconds[c];
+      out[fmt::format("{}agreed{}", p, c)] = t.agreed[c];
+    }
+  }
+  return out;
+}
+
+void AutoAllreduce::restoreTuning(const Communicator& comm,
+                                  const std::map<std::string, double>& state) {
+  std::lock_guard<std::mutex> lock(trialsMutex_);
+  const std::string prefix = kTuningPrefix;
+  for (const auto& [name, value] : state) {
+    if (name.compare(0, prefix.size(), prefix) != 0) continue;
+    const size_t dot = name.find('.', prefix.size());
+    if (dot == std::string::npos) continue;
+    const std::string digits = name.substr(prefix.size(), dot - prefix.size());
+    if (digits.empty() || digits.size() > 2 ||
+        digits.find_first_not_of("0123456789") != std::string::npos) {
+      continue;
+    }
+    const int sizeClass = std::stoi(digits);
+    const std::string field = name.substr(dot + 1);
+    Trial& t = trials_[{comm.id(), sizeClass}];
+    if (field == "calls") t.calls = static_cast<int>(value);
+    if (field == "winner") t.winner = static_cast<int>(value);
+    for (int c = 0; c < 3; ++c) {
+      if (field == fmt::format("seconds{}", c)) t.seconds[c] = value;
+      if (field == fmt::format("agreed{}", c)) t.agreed[c] = value;
+    }
+  }
+}
+
 void AutoAllreduce::reduce(Communicator& comm, void* data, size_t count, DataType type) {
   bool oneHost = true;
   const size_t bytes = count * elementSize(type);

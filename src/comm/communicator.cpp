@@ -108,6 +108,11 @@ SharedSegment& Communicator::sharedSegment(const std::string& key, size_t slotBy
   return *seg;
 }
 
+void Communicator::releaseSharedSegments() {
+  for (auto& [key, segment] : segments_) segment.reset();
+  segments_.clear();
+}
+
 std::unique_ptr<SharedSegment> Communicator::allocateShared(size_t) {
   BIGBATCH_THROW(InvalidArgument, "the {} transport has no shared memory", transportName());
 }

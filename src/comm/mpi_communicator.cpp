@@ -5,6 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <algorithm>
+#include <deque>
+#include <exception>
+#include <mutex>
 #include <vector>
 
 #include "bigbatch/comm/peer_wait.h"
@@ -55,6 +58,7 @@ class MpiRequest : public Request {
     for (;;) {
       int rc = MPI_Test(&req_, &flag, &status);
       if (rc != MPI_SUCCESS) {
+        comm_->markBroken();
         if (isRecv_ && (rc == MPI_ERR_TRUNCATE || status.MPI_ERROR == MPI_ERR_TRUNCATE)) {
           BIGBATCH_THROW(MismatchError,
                          "message from rank {} (tag {}) is larger than the {} bytes this rank "
@@ -67,6 +71,7 @@ class MpiRequest : public Request {
       if ((idle.polls() & 63) == 63) {  // every 64th unsuccessful test
         comm_->checkPeerErrors();
         if (std::chrono::steady_clock::now() > deadline) {
+          comm_->markBroken();
           BIGBATCH_THROW(TimeoutError,
                          "rank {} did not {} (tag {}, {} bytes) within {} ms; the peer may have "
                          "failed, hung, or called another collective",
@@ -81,6 +86,7 @@ class MpiRequest : public Request {
       int count = 0;
       MPI_Get_count(&status, MPI_BYTE, &count);
       if (static_cast<size_t>(count) != bytes_) {
+        comm_->markBroken();
         BIGBATCH_THROW(MismatchError,
                        "message from rank {} (tag {}) holds {} bytes, this rank expected {}: the "
                        "ranks called the collective with different sizes or types",
@@ -136,6 +142,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, bool owned) : comm_(comm), owned
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  releaseSharedSegments();  // their windows are freed on comm_, so before it goes
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (owned_ && !finalized) MPI_Comm_free(&comm_);
@@ -170,14 +177,18 @@ std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {
 
 namespace {
 
+std::atomic<int> liveWindows{0};
+
 class MpiSharedSegment : public SharedSegment {
  public:
-  MpiSharedSegment(MPI_Comm comm, int size, size_t slotBytes) : slotBytes_(slotBytes), slots_(size) {
+  MpiSharedSegment(MpiCommunicator& owner, size_t slotBytes)
+      : owner_(owner), slotBytes_(slotBytes), slots_(owner.size()) {
     uint8_t* mine = nullptr;
-    checkMpi(MPI_Win_allocate_shared(static_cast<MPI_Aint>(slotBytes), 1, MPI_INFO_NULL, comm,
-                                     &mine, &win_),
+    checkMpi(MPI_Win_allocate_shared(static_cast<MPI_Aint>(slotBytes), 1, MPI_INFO_NULL,
+                                     owner.handle(), &mine, &win_),
              "MPI_Win_allocate_shared");
-    for (int r = 0; r < size; ++r) {
+    ++liveWindows;
+    for (int r = 0; r < owner.size(); ++r) {
       MPI_Aint bytes = 0;
       int disp = 0;
       checkMpi(MPI_Win_shared_query(win_, r, &bytes, &disp, &slots_[r]), "MPI_Win_shared_query");
@@ -187,10 +198,27 @@ class MpiSharedSegment : public SharedSegment {
     }
     std::memset(mine, 0, slotBytes);
   }
+
+  // MPI_Win_free is collective: every rank frees its segments in the same
+  // order (replaced together, or with the communicator), and the barrier
+  // first turns a missing peer into a skipped free instead of a hang.
+  ~MpiSharedSegment() override {
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (finalized || owner_.broken() || std::uncaught_exceptions() > 0) return;
+    try {
+      owner_.barrier();
+    } catch (const std::exception&) {
+      return;  // a peer is gone: MPI_Finalize or the job's end releases the window
+    }
+    if (MPI_Win_free(&win_) == MPI_SUCCESS) --liveWindows;
+  }
+
   uint8_t* slot(int rank) override { return slots_[rank]; }
   size_t slotBytes() const override { return slotBytes_; }
 
  private:
+  MpiCommunicator& owner_;
   MPI_Win win_ = MPI_WIN_NULL;
   size_t slotBytes_;
   std::vector<uint8_t*> slots_;
@@ -198,19 +226,28 @@ class MpiSharedSegment : public SharedSegment {
 
 }  // namespace
 
+int MpiCommunicator::liveSharedWindows() { return liveWindows.load(); }
+
 std::unique_ptr<SharedSegment> MpiCommunicator::allocateShared(size_t slotBytes) {
   // Round up to cache lines so no two ranks' slots share one.
   slotBytes = (std::max<size_t>(slotBytes, 64) + 63) / 64 * 64;
   barrier();  // MPI_Win_allocate_shared has no deadline; see split()
-  auto seg = std::make_unique<MpiSharedSegment>(comm_, size_, slotBytes);
+  auto seg = std::make_unique<MpiSharedSegment>(*this, slotBytes);
   barrier();  // every slot is zeroed before anyone uses the segment
   return seg;
 }
 
 void MpiCommunicator::postError(const std::string& message) {
-  static std::vector<std::string> keepAlive;  // buffers must outlive the sends
-  keepAlive.push_back(message.substr(0, kErrorMessageMax));
-  const std::string& text = keepAlive.back();
+  // The buffers must outlive the sends, which are never waited for: kept
+  // until the process ends (a deque never moves its strings; never
+  // destroyed, since MPI_Finalize runs from atexit after static destructors
+  // and may still read them). The mutex only guards the deque: MPI itself
+  // is entered by one thread at a time (the caller serialises).
+  static std::mutex mutex;
+  static auto* keepAlive = new std::deque<std::string>;
+  std::lock_guard<std::mutex> lock(mutex);
+  keepAlive->push_back(message.substr(0, kErrorMessageMax));
+  const std::string& text = keepAlive->back();
   for (int r = 0; r < size_; ++r) {
     if (r == rank_) continue;
     MPI_Request req;
@@ -230,6 +267,7 @@ void MpiCommunicator::checkPeerErrors() {
   MPI_Get_count(&status, MPI_CHAR, &count);
   std::string text(static_cast<size_t>(count), '\0');
   MPI_Recv(text.data(), count, MPI_CHAR, status.MPI_SOURCE, kErrorTag, comm_, MPI_STATUS_IGNORE);
+  markBroken();
   BIGBATCH_THROW(MismatchError, "rank {} failed: {}", status.MPI_SOURCE, text);
 }
 

@@ -17,7 +17,7 @@ CommThread::~CommThread() {
 
 uint64_t CommThread::submit(std::function<void()> task) {
   std::lock_guard<std::mutex> lock(mutex_);
-  queue_.push_back(std::move(task));
+  queue_.push_back({std::move(task), false});
   cv_.notify_all();
   return ++submitted_;
 }
@@ -39,12 +39,26 @@ void CommThread::waitAll() {
 
 void CommThread::run(std::function<void()> task) { waitFor(submit(std::move(task))); }
 
+void CommThread::runAfterFailure(std::function<void()> task) {
+  std::unique_lock<std::mutex> lock(mutex_);
+  queue_.push_back({[&task] {
+                      try {
+                        task();
+                      } catch (...) {
+                      }
+                    },
+                    true});
+  const uint64_t ticket = ++submitted_;
+  cv_.notify_all();
+  cv_.wait(lock, [&] { return completed_ >= ticket; });
+}
+
 void CommThread::loop() {
   // Its waits for peers sleep instead of yielding: on CPU training this
   // thread shares its rank's cores with backward (comm/peer_wait.h).
   PeerWait::setBackground(true);
   while (true) {
-    std::function<void()> task;
+    Task task;
     {
       std::unique_lock<std::mutex> lock(mutex_);
       cv_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -57,9 +71,9 @@ void CommThread::loop() {
       std::lock_guard<std::mutex> lock(mutex_);
       failed = static_cast<bool>(error_);
     }
-    if (!failed) {
+    if (!failed || task.evenAfterFailure) {
       try {
-        task();
+        task.fn();
       } catch (...) {
         std::lock_guard<std::mutex> lock(mutex_);
         error_ = std::current_exception();

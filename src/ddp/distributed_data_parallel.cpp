@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "bigbatch/collectives/allreduce_selector.h"
+#include "bigbatch/collectives/collectives.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/hash.h"
 
@@ -311,7 +312,40 @@ std::vector<double> DistributedDataParallel::allreduceMin(std::vector<double> va
   return values;
 }
 
+std::map<std::string, double> DistributedDataParallel::allreduceTuning() const {
+  auto* tuned = dynamic_cast<AutoAllreduce*>(allreduce_.get());
+  return tuned ? tuned->tuningState(comm_) : std::map<std::string, double>{};
+}
+
+void DistributedDataParallel::restoreAllreduceTuning(const std::map<std::string, double>& state) {
+  if (auto* tuned = dynamic_cast<AutoAllreduce*>(allreduce_.get())) {
+    tuned->restoreTuning(comm_, state);
+  }
+}
+
+void DistributedDataParallel::postError(const std::string& message) {
+  thread_->runAfterFailure([&] { comm_.postError(message); });
+}
+
 void DistributedDataParallel::averageBuffers() {
+  // A fixed algorithm, not the tuned one: the statistics are small, and
+  // their sum must not depend on a choice made by timing (on 3+ ranks the
+  // algorithms add in different orders; a resume must reproduce the bits).
+  exchangeBuffers("the BatchNorm statistics allreduce", [&](torch::Tensor& flat) {
+    scalarAllreduce_->run(comm_, flat.data_ptr(), static_cast<size_t>(flat.numel()),
+                          DataType::kFloat32);
+    flat.div_(size_);
+  });
+}
+
+void DistributedDataParallel::broadcastBuffers(int root) {
+  exchangeBuffers("the BatchNorm statistics broadcast", [&](torch::Tensor& flat) {
+    broadcast(comm_, flat.data_ptr(), static_cast<size_t>(flat.numel()) * sizeof(float), root);
+  });
+}
+
+void DistributedDataParallel::exchangeBuffers(const char* operation,
+                                              const std::function<void(torch::Tensor&)>& fn) {
   if (size_ == 1) return;
   std::vector<torch::Tensor> floats;
   for (const auto& b : model_.buffers()) {
@@ -322,10 +356,7 @@ void DistributedDataParallel::averageBuffers() {
   std::vector<torch::Tensor> flatParts;
   for (auto& b : floats) flatParts.push_back(b.reshape({-1}).to(torch::kFloat32));
   torch::Tensor flat = torch::cat(flatParts).contiguous();
-  runWatched("the BatchNorm statistics allreduce", [&] {
-    allreduce_->run(comm_, flat.data_ptr(), static_cast<size_t>(flat.numel()), DataType::kFloat32);
-  });
-  flat.div_(size_);
+  runWatched(operation, [&] { fn(flat); });
   int64_t offset = 0;
   for (auto& b : floats) {
     b.copy_(flat.narrow(0, offset, b.numel()).view(b.sizes()));

@@ -4,8 +4,12 @@
 
 namespace bigbatch {
 StallWatchdog::StallWatchdog(std::chrono::milliseconds limit,
-                             std::function<void(const std::string&, double)> onStall)
-    : limit_(limit), onStall_(std::move(onStall)), thread_([this] { watch(); }) {}
+                             std::function<void(const std::string&, double)> onStall,
+                             std::function<void()> onTick)
+    : limit_(limit),
+      onStall_(std::move(onStall)),
+      onTick_(std::move(onTick)),
+      thread_([this] { watch(); }) {}
 
 StallWatchdog::~StallWatchdog() {
   {
@@ -20,6 +24,7 @@ void StallWatchdog::watch() {
   const auto tick = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(200), limit_);
   std::unique_lock<std::mutex> lock(mutex_);
   while (!cv_.wait_for(lock, tick, [&] { return stop_; })) {
+    if (onTick_) onTick_();
     for (int s = 0; s < kSlots; ++s) {
       const int64_t start = startNs_[s].load();
       if (start == 0) continue;

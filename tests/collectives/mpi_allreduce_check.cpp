@@ -6,12 +6,17 @@
 //   exit ALG: after one complete call, rank 1 joins the next call's signature
 //             check, then _exit(3)s in the middle of the collective; the survivors must fail within the
 //             deadline (5 s) instead of hanging (run by expect_failure.sh).
+//   windows:  a shared segment grown six times and six sub-communicators
+//             with segments of their own leave one window alive, and none
+//             once its communicator goes (MPI_Win_free); tmpfs (/dev/shm)
+//             gets its space back.
 // Prints one line per case and exits non-zero on any failure.
 #include <fmt/format.h>
 
 #include <chrono>
 #include <cstring>
 #include <cstdlib>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include "bigbatch/collectives/allreduce.h"
@@ -87,6 +92,55 @@ int exitMidCollective(Communicator& comm, const std::string& algorithm) {
   return 1;
 }
 
+// Bytes in use on /dev/shm (where Open MPI backs shared windows), -1 if none.
+int64_t shmBytesUsed() {
+  struct statvfs v;
+  if (statvfs("/dev/shm", &v) != 0) return -1;
+  return static_cast<int64_t>(v.f_blocks - v.f_bfree) * static_cast<int64_t>(v.f_frsize);
+}
+
+int sharedWindows() {
+  int failures = 0, rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  auto check = [&](bool ok, const std::string& what) {
+    if (!ok) ++failures;
+    fmt::print("{} rank {}: {}\n", ok ? "ok" : "FAIL", rank, what);
+  };
+  const int64_t before = shmBytesUsed();
+  const int baseline = MpiCommunicator::liveSharedWindows();
+  {
+    auto comm = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false);
+    comm->setTimeoutMs(30000);
+    // Grown six times, 1 to 32 MiB per rank: each larger one replaces the last.
+    for (int i = 0; i < 6; ++i) {
+      SharedSegment& s = comm->sharedSegment("grow", (size_t{1} << 20) << i);
+      std::memset(s.slot(comm->rank()), 1, s.slotBytes());
+    }
+    const int live = MpiCommunicator::liveSharedWindows() - baseline;
+    const int64_t grown = shmBytesUsed();
+    for (int i = 0; i < 6; ++i) {
+      auto sub = comm->split(0, comm->rank());
+      sub->sharedSegment("x", 4096);
+    }
+    if (comm->rank() == 0) {
+      check(live == 1, fmt::format("{} window(s) alive after six growths (want 1)", live));
+      check(MpiCommunicator::liveSharedWindows() - baseline == 1,
+            fmt::format("{} window(s) alive after six sub-communicators came and went (want 1)",
+                        MpiCommunicator::liveSharedWindows() - baseline));
+      // Unfreed, the six growths would hold 63 MiB per rank; freed, 32.
+      if (before >= 0) {
+        const double mib = static_cast<double>(grown - before) / (1 << 20);
+        check(mib < 40.0 * comm->size(),
+              fmt::format("/dev/shm grew by {:.0f} MiB with a 32 MiB slot per rank", mib));
+      }
+    }
+    comm->barrier();
+  }
+  const int left = MpiCommunicator::liveSharedWindows() - baseline;
+  check(left == 0, fmt::format("{} window(s) alive after the communicator went (want 0)", left));
+  return failures;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -99,7 +153,9 @@ int main(int argc, char** argv) {
       const int rc = exitMidCollective(*comm, argc > 2 ? argv[2] : "shm");
       std::_Exit(rc);
     }
-    int failures = mode == "mismatch" ? mismatch(*comm) : sweep(*comm);
+    int failures = mode == "mismatch"  ? mismatch(*comm)
+                   : mode == "windows" ? sharedWindows()
+                                       : sweep(*comm);
     std::fflush(stdout);
     if (mode == "mismatch" && comm->size() > 1) {
       // Drain nothing: the peers' error notices may still be in flight.

@@ -1,5 +1,6 @@
 // The stall watchdog fires once, naming the operation, only when a marked
-// call outlives its limit; the heartbeat names the rank that is behind.
+// call outlives its limit, and ticks while it runs; the heartbeat names the
+// rank that is behind and the rank whose pulse stopped.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -54,8 +55,49 @@ TEST(Heartbeat, NamesTheRankThatIsBehind) {
   EXPECT_NE(who.find("rank 1 (in the compute of step 3"), std::string::npos) << who;
   EXPECT_EQ(who.find("rank 2"), std::string::npos) << who;
   beats[1]->beat(3, Heartbeat::kExchange);
-  EXPECT_NE(beats[0]->describeLaggards(3, Heartbeat::kExchange).find("another host"),
+  // Every rank of this one-host group is alive and at this step: there is
+  // no other host to blame.
+  const std::string none = beats[0]->describeLaggards(3, Heartbeat::kExchange);
+  EXPECT_NE(none.find("no rank looks stalled"), std::string::npos) << none;
+  EXPECT_EQ(none.find("another host"), std::string::npos) << none;
+}
+
+// A stopped process (SIGSTOP, a frozen VM) keeps the step and phase it had:
+// here rank 2 reached the survivors' step and phase, and only its silent
+// pulse tells it apart.
+TEST(Heartbeat, NamesARankWhosePulseStoppedWhateverStepItReached) {
+  auto comms = makeInProcessGroup(3);
+  std::vector<std::unique_ptr<Heartbeat>> beats(3);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r) {
+    threads.emplace_back(
+        [&, r] { beats[r] = std::make_unique<Heartbeat>(*comms[r], /*silentAfterS=*/0.3); });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& b : beats) {
+    b->beat(7, Heartbeat::kExchange);
+    b->pulse();
+  }
+  EXPECT_NE(beats[0]->describeLaggards(7, Heartbeat::kExchange).find("no rank looks stalled"),
             std::string::npos);
+  for (int tick = 0; tick < 10; ++tick) {  // ranks 0 and 1 go on pulsing, rank 2 does not
+    std::this_thread::sleep_for(50ms);
+    beats[0]->pulse();
+    beats[1]->pulse();
+  }
+  const std::string who = beats[0]->describeLaggards(7, Heartbeat::kExchange);
+  EXPECT_NE(who.find("stopped answering: rank 2 (no sign of life for"), std::string::npos) << who;
+  EXPECT_NE(who.find("last in the gradient exchange of step 7"), std::string::npos) << who;
+  EXPECT_EQ(who.find("rank 1"), std::string::npos) << who;
+}
+
+TEST(StallWatchdog, TicksWhileItRuns) {
+  std::atomic<int> ticks{0};
+  {
+    StallWatchdog w(100ms, [](const std::string&, double) {}, [&] { ++ticks; });
+    std::this_thread::sleep_for(550ms);
+  }
+  EXPECT_GE(ticks.load(), 3);  // every 100 ms (the limit, under 200 ms)
 }
 
 }  // namespace

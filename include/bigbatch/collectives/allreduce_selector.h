@@ -68,6 +68,17 @@ class AutoAllreduce : public Allreduce {
   // while still measuring.
   std::vector<double> tunedSeconds(const Communicator& comm, size_t bytes);
 
+  // The tuning of `comm` — per size class measured or being measured: its
+  // calls so far, this rank's best times, the agreed times and the winner —
+  // as named numbers ("allreduce_tuning.<class>.<field>") for a checkpoint.
+  // restoreTuning() puts such a state back on every rank, so a resumed run
+  // keeps the algorithms the interrupted one chose (another algorithm sums
+  // in another order, and on 3+ ranks the bits would differ) and a run
+  // stopped while measuring goes on rotating where it stopped. Entries of
+  // other names are ignored.
+  std::map<std::string, double> tuningState(const Communicator& comm);
+  void restoreTuning(const Communicator& comm, const std::map<std::string, double>& state);
+
  protected:
   void reduce(Communicator& comm, void* data, size_t count, DataType type) override;
 

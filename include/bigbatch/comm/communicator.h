@@ -118,6 +118,10 @@ class Communicator {
   // Colour of this rank's host, identical for ranks that share a host.
   virtual int hostColor() = 0;
   virtual std::unique_ptr<SharedSegment> allocateShared(size_t slotBytes);
+  // Destroys the cached segments, in key order (the same on every rank: a
+  // transport may free them collectively). For a destructor that must do it
+  // before its transport handle goes.
+  void releaseSharedSegments();
   int64_t timeoutMs_ = 60000;
 
  private:

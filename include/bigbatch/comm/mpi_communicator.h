@@ -1,8 +1,13 @@
 // MpiCommunicator: a Communicator over an MPI communicator (OpenMPI).
 //
 // MPI is initialised once per process with MPI_THREAD_SERIALIZED: any thread
-// may call MPI, one at a time (in training, only the communication thread
-// does after start-up). Errors return codes (MPI_ERRORS_RETURN) that become
+// may call MPI, one at a time, and the caller serialises (Communicator's
+// contract). In training that is DistributedDataParallel's communication
+// thread, or the compute thread while that thread is idle; a failing run's
+// error notice (postError) is sent from the communication thread too
+// (DistributedDataParallel::postError), never beside a call in flight.
+// MPI_THREAD_MULTIPLE is not requested: it would lock every MPI call for the
+// sake of this one. Errors return codes (MPI_ERRORS_RETURN) that become
 // bigbatch errors carrying MPI's own error string. Waits poll MPI_Test
 // against the deadline and probe for error notices from peers, so a peer
 // that fails or stops answering ends the wait instead of hanging it.
@@ -10,6 +15,7 @@
 
 #include <mpi.h>
 
+#include <atomic>
 #include <memory>
 #include <string>
 
@@ -44,17 +50,29 @@ class MpiCommunicator : public Communicator {
   // Throws if a peer posted an error notice; called by waits.
   void checkPeerErrors();
   void pollPeerErrors() override { checkPeerErrors(); }
+  // Whether a wait on this communicator failed (a deadline passed, a peer
+  // failed or disagreed): its ranks may no longer all take part in a
+  // collective.
+  bool broken() const { return broken_.load(); }
+  void markBroken() { broken_ = true; }
+  // Shared-memory windows of this process not yet freed (for tests).
+  static int liveSharedWindows();
 
  protected:
   int hostColor() override { return hostColor_; }
-  // MPI_Win_allocate_shared on this (single-host) communicator. The window is
-  // never freed explicitly: MPI_Win_free is collective and would hang a rank
-  // that tears down after a peer failed; MPI_Finalize releases it.
+  // MPI_Win_allocate_shared on this (single-host) communicator. The window
+  // is freed (MPI_Win_free, collective) when the segment is replaced by a
+  // larger one or the communicator goes away — after a deadline-aware
+  // barrier, and only while every rank can still take part: not once a wait
+  // failed, not while an exception unwinds the stack, not after
+  // MPI_Finalize. Then MPI_Finalize (or the job's end) releases it instead,
+  // since a collective free would hang a rank whose peer is gone.
   std::unique_ptr<SharedSegment> allocateShared(size_t slotBytes) override;
 
  private:
   MPI_Comm comm_;
   bool owned_;
+  std::atomic<bool> broken_{false};
   int rank_ = 0, size_ = 1, localRank_ = 0, localSize_ = 1, hostColor_ = 0;
 };
 

@@ -6,9 +6,10 @@
 // order. The compute thread submits work and later waits for it; the time
 // it spends waiting is the exposed communication.
 //
-// Threading: submit()/wait*() from one owner thread; tasks run on the
-// communication thread. An exception thrown by a task is kept and rethrown
-// by the next wait (later tasks are skipped: the exchange is broken).
+// Threading: submit()/wait*()/runAfterFailure() from one owner thread; tasks
+// run on the communication thread. An exception thrown by a task is kept and
+// rethrown by the next wait (later tasks are skipped: the exchange is
+// broken), except runAfterFailure()'s, which runs whatever happened before.
 #pragma once
 
 #include <condition_variable>
@@ -35,13 +36,22 @@ class CommThread {
   void waitAll();
   // Runs `task` on the communication thread and waits for it.
   void run(std::function<void()> task);
+  // Runs `task` on the communication thread after every task queued before
+  // it has finished or failed — even when one failed — and waits for it;
+  // never rethrows (neither an earlier task's error nor its own). For the
+  // error notice of a failing run: MPI stays entered by one thread at a time.
+  void runAfterFailure(std::function<void()> task);
 
  private:
+  struct Task {
+    std::function<void()> fn;
+    bool evenAfterFailure = false;
+  };
   void loop();
 
   std::mutex mutex_;
   std::condition_variable cv_;
-  std::deque<std::function<void()>> queue_;
+  std::deque<Task> queue_;
   uint64_t submitted_ = 0, completed_ = 0;
   std::exception_ptr error_;
   bool stop_ = false;

@@ -19,13 +19,16 @@
 // Threading: one compute thread calls every method. The Communicator is used
 // by the internal communication thread, and by the compute thread only in
 // finishBackward() after that thread went idle (the last bucket is reduced
-// inline: nothing is left to overlap it with) — never by both at once.
+// inline: nothing is left to overlap it with) — never by both at once, as
+// MPI_THREAD_SERIALIZED requires. A failing run's error notice goes out the
+// same way (postError()).
 #pragma once
 
 #include <torch/torch.h>
 
 #include <chrono>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -92,8 +95,21 @@ class DistributedDataParallel {
   // Rank 0 receives every rank's string (index = rank); others get {}.
   std::vector<std::string> gatherToRoot(const std::string& mine);
   // Replaces the floating-point buffers (BatchNorm running statistics) by
-  // their mean across ranks.
+  // their mean across ranks, or by rank `root`'s.
   void averageBuffers();
+  void broadcastBuffers(int root);
+
+  // The allreduce's online tuning on this communicator (AutoAllreduce::
+  // tuningState; empty unless comm.allreduce is auto with tuning), for a
+  // checkpoint, and its restore on a resume with the same world size.
+  std::map<std::string, double> allreduceTuning() const;
+  void restoreAllreduceTuning(const std::map<std::string, double>& state);
+
+  // Tells every other rank that this one failed (Communicator::postError),
+  // from the communication thread once the exchanges queued before it have
+  // finished or failed: the compute thread never enters the Communicator
+  // while that thread may be inside it. Best effort; never throws.
+  void postError(const std::string& message);
 
   // Called by the gradient hooks (autograd thread = compute thread on CPU).
   void markReady(size_t param);
@@ -102,6 +118,9 @@ class DistributedDataParallel {
   void launchReadyBuckets();
   void launch(size_t bucket);
   void runWatched(const char* operation, const std::function<void()>& task);
+  // The floating-point buffers flattened into one fp32 tensor, `fn` applied
+  // to it on the communication thread, and the result written back.
+  void exchangeBuffers(const char* operation, const std::function<void(torch::Tensor&)>& fn);
   // On whichever thread holds the communicator.
   void reduceBucket(size_t bucket, bool onComputeThread);
 

@@ -6,10 +6,14 @@
 // Scope; a watchdog thread calls `onStall(operation, seconds)` once when a
 // marked call has run longer than the limit. The trainer's onStall prints
 // the rank and operation and ends the process, and mpirun then ends the job.
+// Its limit lies past the deadline of our own collectives, so they fail
+// first with their own named error: the watchdog is the backstop.
+// The thread also calls `onTick` every tick (0.2 s at most) while it runs —
+// the heartbeat's pulse, which shows that the process is alive.
 //
 // Threading: Scopes may be opened from up to kSlots threads at once (each
 // names its slot: the communication thread and the compute thread);
-// onStall runs on the watchdog thread.
+// onStall and onTick run on the watchdog thread.
 #pragma once
 
 #include <atomic>
@@ -29,7 +33,8 @@ class StallWatchdog {
   enum Slot { kCommThread = 0, kComputeThread = 1 };
 
   StallWatchdog(std::chrono::milliseconds limit,
-                std::function<void(const std::string& operation, double seconds)> onStall);
+                std::function<void(const std::string& operation, double seconds)> onStall,
+                std::function<void()> onTick = nullptr);
   ~StallWatchdog();
   StallWatchdog(const StallWatchdog&) = delete;
   StallWatchdog& operator=(const StallWatchdog&) = delete;
@@ -54,6 +59,7 @@ class StallWatchdog {
 
   std::chrono::milliseconds limit_;
   std::function<void(const std::string&, double)> onStall_;
+  std::function<void()> onTick_;
   std::atomic<int64_t> startNs_[kSlots] = {};        // 0: idle
   std::atomic<const char*> operation_[kSlots] = {};  // string literals
   std::mutex mutex_;
