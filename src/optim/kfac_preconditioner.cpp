@@ -44,6 +44,8 @@ KfacPreconditioner::KfacPreconditioner(std::vector<NamedParameter> covered, Kfac
                    "optim.kfac_decay = {} must lie in [0, 1)", options_.decay);
   BIGBATCH_REQUIRE(options_.inverseInterval >= 1, InvalidArgument,
                    "optim.kfac_inverse_interval = {} must be >= 1", options_.inverseInterval);
+  BIGBATCH_REQUIRE(options_.maxDim >= 1, InvalidArgument,
+                   "optim.kfac_max_dim = {} must be >= 1", options_.maxDim);
   const auto f64 = torch::TensorOptions().dtype(torch::kDouble);
   for (auto& p : covered) {
     const torch::Tensor& w = p.tensor;
@@ -68,6 +70,12 @@ KfacPreconditioner::KfacPreconditioner(std::vector<NamedParameter> covered, Kfac
 }
 
 KfacPreconditioner::~KfacPreconditioner() = default;
+
+int64_t KfacPreconditioner::statisticValues() const {
+  int64_t n = 0;
+  for (const Layer& l : layers_) n += 2 + l.dimA * l.dimA + l.dimG * l.dimG;
+  return n;
+}
 
 bool KfacPreconditioner::covers(const torch::Tensor& weight) const {
   return index_.count(key(weight)) != 0;

@@ -1,5 +1,6 @@
 #include "bigbatch/optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <map>
 #include <regex>
@@ -94,13 +95,34 @@ std::vector<Optimizer::Pointers> Optimizer::pointers() {
   return out;
 }
 
-void Optimizer::enableKfac(const KfacOptions& options) {
+KfacCoverage Optimizer::enableKfac(const KfacOptions& options) {
+  KfacCoverage coverage;
   std::vector<NamedParameter> covered;
+  int64_t largest = 0, smallest = 0;  // the larger factor side of the largest / smallest candidate
   for (size_t i = 0; i < params_.size(); ++i) {
-    const int64_t rank = params_[i].tensor.dim();
-    if (!excluded_[i] && (rank == 2 || rank == 4)) covered.push_back(params_[i]);
+    const torch::Tensor& w = params_[i].tensor;
+    if (excluded_[i] || (w.dim() != 2 && w.dim() != 4)) continue;
+    const int64_t side = std::max(w.size(0), w.numel() / w.size(0));  // max(dim G, dim A)
+    smallest = smallest == 0 ? side : std::min(smallest, side);
+    if (side <= options.maxDim) {
+      covered.push_back(params_[i]);
+      continue;
+    }
+    ++coverage.tooLarge;
+    if (side > largest) {
+      largest = side;
+      coverage.largestSkipped = params_[i].name;
+    }
   }
+  BIGBATCH_REQUIRE(!covered.empty() || smallest == 0, InvalidArgument,
+                   "optim.kfac: no conv or linear weight of this model has K-FAC factors within "
+                   "optim.kfac_max_dim = {} (the smallest needs {}); raise optim.kfac_max_dim or "
+                   "set optim.kfac = false",
+                   options.maxDim, smallest);
   kfac_ = std::make_unique<KfacPreconditioner>(std::move(covered), options);
+  coverage.layers = static_cast<int64_t>(kfac_->layers());
+  coverage.statisticValues = kfac_->statisticValues();
+  return coverage;
 }
 
 StepResult Optimizer::step(const StepHyper& hyper) {

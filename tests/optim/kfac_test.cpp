@@ -5,8 +5,14 @@
 // written from that formula; a non-finite gradient stays non-finite.
 // Statistics from two "ranks" summed equal those of one seeing all
 // rows; non-finite or empty statistics leave the factors alone; the state
-// round-trips through the optimizer.
+// round-trips through the optimizer; layers too large for the factor bound
+// (ResNet-50's) keep their plain gradient at a stated cost.
 #include <gtest/gtest.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <iostream>
 
 #include "bigbatch/common/error.h"
 #include "bigbatch/optim/kfac_preconditioner.h"
@@ -213,6 +219,83 @@ TEST(Kfac, OptimizerCoversRegularWeightsAndItsStateRoundTrips) {
     FAIL() << "expected an InvalidArgument";
   } catch (const InvalidArgument& e) {
     EXPECT_NE(std::string(e.what()).find("kfac."), std::string::npos) << e.what();
+  }
+}
+
+// ResNet-50's conv and linear weights (He et al. 2016, v1.5, torchvision's
+// names and shapes), each with a gradient.
+std::vector<NamedParameter> resnet50Weights() {
+  std::vector<NamedParameter> p;
+  auto add = [&](const std::string& name, std::vector<int64_t> shape) {
+    p.push_back({name, torch::zeros(shape).requires_grad_(true)});
+  };
+  add("conv1.weight", {64, 3, 7, 7});
+  int64_t in = 64;
+  const int64_t blocks[4] = {3, 4, 6, 3};
+  for (int s = 0; s < 4; ++s) {
+    const int64_t width = 64 << s, out = 4 * width;
+    for (int64_t b = 0; b < blocks[s]; ++b) {
+      const std::string at = fmt::format("layer{}.{}.", s + 1, b);
+      add(at + "conv1.weight", {width, in, 1, 1});
+      add(at + "conv2.weight", {width, width, 3, 3});
+      add(at + "conv3.weight", {out, width, 1, 1});
+      if (b == 0) add(at + "downsample.0.weight", {out, in, 1, 1});
+      in = out;
+    }
+  }
+  add("fc.weight", {1000, 2048});
+  add("fc.bias", {1000});
+  return p;
+}
+
+// A layer costs dim A² + dim G² values of statistics per step (summed over
+// the ranks) and as many of factors: ResNet-50's 3x3 convs of 512 channels
+// (dim A = 4608) would cost 21 M values each. Layers with a factor over
+// optim.kfac_max_dim keep their plain gradient, and the cost is stated.
+TEST(Kfac, LargeLayersKeepTheirPlainGradientAndTheCostIsBounded) {
+  const auto params = resnet50Weights();
+  OptimizerOptions oo;
+  oo.name = "lars";
+  auto opt = makeOptimizer(params, oo);
+  const KfacCoverage c = opt->enableKfac(KfacOptions{});  // maxDim 1024
+  auto covers = [&](const std::string& name) {
+    for (const auto& x : params) {
+      if (x.name == name) return opt->kfac()->covers(x.tensor);
+    }
+    ADD_FAILURE() << "no parameter " << name;
+    return false;
+  };
+  EXPECT_EQ(c.layers + c.tooLarge, 54);  // 53 convolutions and fc
+  EXPECT_TRUE(covers("conv1.weight"));              // 147 x 64
+  EXPECT_TRUE(covers("layer3.0.conv3.weight"));     // 256 x 1024
+  EXPECT_FALSE(covers("layer2.0.conv2.weight"));    // dim A 3x3x128 = 1152
+  EXPECT_FALSE(covers("layer4.0.conv2.weight"));    // dim A 3x3x512 = 4608
+  EXPECT_FALSE(covers("fc.weight"));                // dim A 2048
+  EXPECT_EQ(c.largestSkipped, "layer4.0.conv2.weight");
+  // The stated cost, from the covered shapes.
+  int64_t values = 0;
+  for (const auto& x : params) {
+    if (!opt->kfac()->covers(x.tensor)) continue;
+    const int64_t g = x.tensor.size(0), a = x.tensor.numel() / g;
+    EXPECT_LE(std::max(a, g), 1024) << x.name;
+    values += 2 + a * a + g * g;
+  }
+  EXPECT_EQ(c.statisticValues, values);
+  EXPECT_EQ(opt->kfac()->statisticValues(), values);
+  EXPECT_EQ(c.layers, 34);
+  EXPECT_EQ(values, 19'023'021);  // 152 MB in float64, not the 153.8 M (1.2 GB) of every layer
+  std::cout << "ResNet-50 under K-FAC (max dim 1024): " << c.layers << " layers covered, "
+            << c.tooLarge << " left plain, " << values << " statistic values per step\n";
+
+  // A bound no layer fits is refused by name, not run with nothing covered.
+  KfacOptions tiny;
+  tiny.maxDim = 16;
+  try {
+    makeOptimizer(resnet50Weights(), oo)->enableKfac(tiny);
+    FAIL() << "expected an InvalidArgument";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("optim.kfac_max_dim = 16"), std::string::npos)
+        << e.what();
   }
 }
 

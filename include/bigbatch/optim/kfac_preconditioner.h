@@ -19,8 +19,9 @@
 // of the training loss itself.
 //
 // Covered layers: the optimizer's regular (not excluded) parameters of rank 2
-// ([out, in], linear) or 4 ([out, in, kh, kw], convolution, groups = 1); their
-// biases and BatchNorm parameters keep their plain gradient.
+// ([out, in], linear) or 4 ([out, in, kh, kw], convolution, groups = 1)
+// whose factors are at most KfacOptions::maxDim on a side; their biases and
+// BatchNorm parameters, and larger layers, keep their plain gradient.
 //
 // One step: the caller records rows of some samples' activations and output
 // gradients (train/kfac_tap.h does it during the forward and backward
@@ -49,6 +50,20 @@ struct KfacOptions {
   double damping = 0.03;        // each factor's Tikhonov damping, relative to trace / dim
   double decay = 0.95;          // running factors: F <- decay·F + (1 - decay)·F_step
   int64_t inverseInterval = 1;  // steps between re-inversions of the damped factors
+  // A layer is covered only when both factors are at most maxDim × maxDim:
+  // a layer costs dim A² + dim G² values of statistics summed over the ranks
+  // every step and as many of running factors and inverses (a 3×3 conv of
+  // 512 channels, dim A = 4608: 21 M values, 170 MB in float64). Larger
+  // layers keep their plain gradient (Optimizer::enableKfac).
+  int64_t maxDim = 1024;
+};
+
+// What enableKfac covered, and what that costs.
+struct KfacCoverage {
+  int64_t layers = 0;            // covered conv and linear weights
+  int64_t tooLarge = 0;          // candidates left to their plain gradient (a factor > maxDim)
+  std::string largestSkipped;    // the name of the largest of those ("" if none)
+  int64_t statisticValues = 0;   // per step, summed over the ranks: Σ 2 + dim A² + dim G²
 };
 
 class KfacPreconditioner {
@@ -84,6 +99,8 @@ class KfacPreconditioner {
 
   const KfacOptions& options() const { return options_; }
   size_t layers() const { return layers_.size(); }
+  // The values takeStatistics() hands over each step: Σ 2 + dim A² + dim G².
+  int64_t statisticValues() const;
 
  private:
   struct Layer {

@@ -122,10 +122,11 @@ class Optimizer {
   bool fusedEligible() const;
 
   // K-FAC (kfac_preconditioner.h) over the regular parameters of rank 2 and
-  // 4: from then on step() first rewrites those gradients into K-FAC
-  // directions, and the factors join state(). Statistics reach it through
-  // kfac().
-  void enableKfac(const KfacOptions& options);
+  // 4 whose factors fit options.maxDim: from then on step() first rewrites
+  // those gradients into K-FAC directions, and the factors join state().
+  // Statistics reach it through kfac(). Returns what it covers and the cost;
+  // InvalidArgument when no candidate fits (naming the smallest factor).
+  KfacCoverage enableKfac(const KfacOptions& options);
   KfacPreconditioner* kfac() { return kfac_.get(); }
 
  protected:
