@@ -22,6 +22,7 @@ StallWatchdog::~StallWatchdog() {
 
 void StallWatchdog::watch() {
   const auto tick = std::min<std::chrono::milliseconds>(std::chrono::milliseconds(200), limit_);
+  if (onTick_) onTick_();  // at once: the process is alive from the start
   std::unique_lock<std::mutex> lock(mutex_);
   while (!cv_.wait_for(lock, tick, [&] { return stop_; })) {
     if (onTick_) onTick_();
