@@ -2,36 +2,47 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include "bigbatch/comm/mpi_communicator.h"
+#include "bigbatch/common/cpu_affinity.h"
 #include "bigbatch/common/error.h"
 
 namespace bigbatch {
+namespace {
 
-bool shouldLaunchWorkers(int workers) {
-  return workers > 1 && !MpiCommunicator::launchedByMpi();
+// Set by the launcher for its ranks: the CPUs each rank pins itself to.
+constexpr const char* kPinEnv = "BIGBATCH_CPUS_PER_RANK";
+
+}  // namespace
+
+bool shouldLaunchWorkers(int workers) { return workers > 1 && !MpiCommunicator::launchedByMpi(); }
+
+std::vector<std::string> mpirunArguments(int workers, int threadsPerRank, int cpus, bool root,
+                                         int* pinCpusPerRank) {
+  const int threads = threadsPerRank > 0 ? threadsPerRank : std::max(1, cpus / workers);
+  std::vector<std::string> args = {"mpirun", "-np", std::to_string(workers)};
+  if (root) args.push_back("--allow-run-as-root");
+  // Unbound: the ranks bind themselves (pinLaunchedRank), and mpirun's slot
+  // count (physical cores) must not refuse more ranks than that on SMT.
+  args.insert(args.end(), {"--oversubscribe", "--bind-to", "none"});
+  *pinCpusPerRank = static_cast<long long>(workers) * threads <= cpus ? threads : 0;
+  return args;
 }
 
-void launchWorkers(int workers, int argc, char** argv) {
+void launchWorkers(int workers, int threadsPerRank, int argc, char** argv) {
   char self[PATH_MAX];
   const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
   BIGBATCH_REQUIRE(len > 0, IoError, "cannot find this binary's path: {}", std::strerror(errno));
   self[len] = '\0';
-  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-
-  std::vector<std::string> args = {"mpirun", "-np", std::to_string(workers)};
-  if (geteuid() == 0) args.push_back("--allow-run-as-root");
-  if (static_cast<unsigned>(workers) > cores) {
-    // More ranks than cores: let them share, unpinned.
-    args.insert(args.end(), {"--oversubscribe", "--bind-to", "none"});
-  } else {
-    args.insert(args.end(), {"--bind-to", "core"});
-  }
+  const int cpus = std::max<int>(1, static_cast<int>(allowedCpus().size()));
+  int pin = 0;
+  std::vector<std::string> args =
+      mpirunArguments(workers, threadsPerRank, cpus, geteuid() == 0, &pin);
   args.push_back(self);
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -42,8 +53,14 @@ void launchWorkers(int workers, int argc, char** argv) {
     if (a.rfind("--workers=", 0) == 0) continue;
     args.push_back(a);
   }
-  // The ranks' stdout is a pipe or pty of mpirun's; tell them what the
-  // user's is, so the progress bar is drawn only on a real terminal.
+  // The ranks inherit this environment: their CPUs, and what the user's
+  // stdout is (their own is mpirun's pipe), so the progress bar is drawn
+  // only on a real terminal.
+  if (pin > 0) {
+    setenv(kPinEnv, std::to_string(pin).c_str(), 1);
+  } else {
+    unsetenv(kPinEnv);
+  }
   setenv("BIGBATCH_STDOUT_TTY", isatty(STDOUT_FILENO) ? "1" : "0", 1);
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
@@ -55,6 +72,16 @@ void launchWorkers(int workers, int argc, char** argv) {
                  "cannot start mpirun for {} workers: {}; install openmpi-bin (scripts/setup) or "
                  "run with --workers 1",
                  workers, std::strerror(errno));
+}
+
+void pinLaunchedRank() {
+  const char* perRank = std::getenv(kPinEnv);
+  const char* localRank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  if (!perRank || !localRank) return;
+  const int n = std::atoi(perRank), local = std::atoi(localRank);
+  const std::vector<int> cpus = allowedCpus();
+  if (n <= 0 || local < 0 || static_cast<size_t>(local + 1) * n > cpus.size()) return;
+  pinProcessTo(std::vector<int>(cpus.begin() + local * n, cpus.begin() + (local + 1) * n));
 }
 
 }  // namespace bigbatch

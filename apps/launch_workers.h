@@ -1,6 +1,14 @@
 // `bigbatch train ... --workers N` on one machine: re-executes the same
-// command under `mpirun -np N`, so a user never types mpirun. Each rank then
-// takes its rank and size from MPI and cores ÷ N threads.
+// command under `mpirun -np N`, so a user never types mpirun.
+//
+// CPUs: each rank gets T threads (run.threads, or the CPUs this process may
+// use ÷ N) and, when N·T CPUs are there, its own T of them: mpirun starts
+// the ranks unbound (`--bind-to none`) and each rank pins itself to CPUs
+// [local rank·T, local rank·T + T) of that set before it starts a thread
+// (pinLaunchedRank). mpirun's `--bind-to core` would tie a rank of T threads
+// to one core; `--map-by slot:PE=T` counts physical cores, which is wrong
+// on SMT machines. With more threads than CPUs the ranks stay unbound and
+// share them.
 #pragma once
 
 #include <string>
@@ -12,8 +20,19 @@ namespace bigbatch {
 // already started by an MPI launcher).
 bool shouldLaunchWorkers(int workers);
 
+// mpirun's arguments before the program: `workers` ranks of
+// `threadsPerRank` threads on `cpus` CPUs (as root: --allow-run-as-root).
+// Sets *pinCpusPerRank to the CPUs each rank pins itself to (0: none).
+std::vector<std::string> mpirunArguments(int workers, int threadsPerRank, int cpus, bool root,
+                                         int* pinCpusPerRank);
+
 // Replaces this process with mpirun running argv (minus --workers) on
-// `workers` local ranks. Returns only on failure (throws IoError).
-[[noreturn]] void launchWorkers(int workers, int argc, char** argv);
+// `workers` local ranks; `threadsPerRank` 0 means CPUs ÷ workers. Returns
+// only on failure (throws IoError).
+[[noreturn]] void launchWorkers(int workers, int threadsPerRank, int argc, char** argv);
+
+// In a rank that launchWorkers started with pinning: pins this process to
+// its share of the CPUs. Call before any thread starts; a no-op elsewhere.
+void pinLaunchedRank();
 
 }  // namespace bigbatch

@@ -65,7 +65,10 @@ int runTrain(const std::string& configPath, const std::vector<std::string>& sets
                    "--resume and --init-from were both given; a resume restores the weights from "
                    "the checkpoint, so drop --init-from");
   if (workers == 0) workers = static_cast<int>(config.getInt("run.workers"));
-  if (bigbatch::shouldLaunchWorkers(workers)) bigbatch::launchWorkers(workers, argc, argv);
+  if (bigbatch::shouldLaunchWorkers(workers)) {
+    bigbatch::launchWorkers(workers, static_cast<int>(config.getInt("run.threads")), argc, argv);
+  }
+  bigbatch::pinLaunchedRank();  // a rank of --workers: its own CPUs, before any thread starts
   bigbatch::TrainOptions options;
   options.configPath = configPath;
   options.runDir = runDir;
@@ -293,10 +296,19 @@ int main(int argc, char** argv) {
       c10::Dict<std::string, at::Tensor> dict;
       std::string what = "weights";
       try {
-        // A training checkpoint: its weights and rank 0's BatchNorm statistics.
+        // A training checkpoint: its weights and the BatchNorm statistics
+        // its run evaluates with (the mean over its ranks, or rank 0's).
         const bigbatch::Checkpoint k = bigbatch::readCheckpoint(source);
+        bigbatch::Config written = bigbatch::defaultTrainingConfig();
+        bool average = true;
+        try {
+          written.mergeToml(k.config, source);
+          average = written.getBool("train.average_bn_stats");
+        } catch (const bigbatch::Error&) {
+          average = false;  // a config this version cannot read: rank 0's, as before
+        }
         for (const auto& [name, t] : k.parameters) dict.insert(name, t);
-        for (const auto& [name, t] : k.rankBuffers.at(0)) dict.insert(name, t);
+        for (const auto& [name, t] : bigbatch::evaluationBuffers(k, average)) dict.insert(name, t);
         what = fmt::format("checkpoint weights (step {})", k.globalStep);
       } catch (const bigbatch::InvalidArgument&) {
         dict = bigbatch::readStateDict(source);

@@ -103,6 +103,26 @@ std::vector<char> readFile(const std::string& path) {
 
 }  // namespace
 
+NamedTensors evaluationBuffers(const Checkpoint& c, bool average) {
+  BIGBATCH_REQUIRE(!c.rankBuffers.empty(), InvalidArgument,
+                   "the checkpoint holds no rank's buffers");
+  NamedTensors out;
+  for (size_t i = 0; i < c.rankBuffers[0].size(); ++i) {
+    const auto& [name, first] = c.rankBuffers[0][i];
+    torch::Tensor t = first.clone();
+    bool same = true;  // after an evaluation every rank holds the mean already
+    for (size_t r = 1; r < c.rankBuffers.size() && same; ++r) {
+      same = torch::equal(first, c.rankBuffers[r].at(i).second);
+    }
+    if (average && !same && t.is_floating_point()) {
+      for (size_t r = 1; r < c.rankBuffers.size(); ++r) t.add_(c.rankBuffers[r].at(i).second);
+      t.div_(static_cast<double>(c.rankBuffers.size()));
+    }
+    out.emplace_back(name, t);
+  }
+  return out;
+}
+
 std::vector<char> serializeCheckpoint(const Checkpoint& c) {
   c10::impl::GenericDict d(c10::StringType::get(), c10::AnyType::get());
   d.insert("format", std::string(kFormat));

@@ -18,27 +18,38 @@ constexpr double kInf = std::numeric_limits<double>::infinity();
 ConfigField F(std::string key, T type, ConfigValue def, std::string help,
               std::optional<double> min = std::nullopt, std::optional<double> max = std::nullopt,
               std::vector<std::string> choices = {}) {
-  return ConfigField{std::move(key), type, std::move(def), std::move(help), min, max,
+  return ConfigField{std::move(key),    type, std::move(def), std::move(help), min, max,
                      std::move(choices)};
 }
 
 }  // namespace
 
-std::vector<ConfigField> trainingConfigSchema() {
+namespace {
+
+// run.*: where the run lives, its seed, threads and workers.
+std::vector<ConfigField> runKeys() {
   return {
       F("run.name", T::kString, std::string(""), "run name; empty: the config file's stem"),
       F("run.dir", T::kString, std::string(""),
         "run directory; empty: <run.out_dir>/<run.name>-<UTC timestamp>"),
-      F("run.out_dir", T::kString, std::string("runs"), "parent of automatically named run directories"),
+      F("run.out_dir", T::kString, std::string("runs"),
+        "parent of automatically named run directories"),
       F("run.seed", T::kInt, int64_t{1}, "seed of initialisation, data order and augmentation", 0.0,
         4294967295.0),
       F("run.threads", T::kInt, int64_t{0},
-        "compute threads per rank; 0: cores / ranks on this host", 0.0, 1024.0),
+        "compute threads per rank; 0: the CPUs this rank may run on / the ranks of its host "
+        "that share them",
+        0.0, 1024.0),
       F("run.workers", T::kInt, int64_t{1},
         "ranks to start on this machine (bigbatch runs mpirun itself); ignored under mpirun, "
         "where MPI gives the world size",
         1.0, 4096.0),
+  };
+}
 
+// data.*: the data set, its augmentation and the input pipeline.
+std::vector<ConfigField> dataKeys() {
+  return {
       F("data.dataset", T::kString, std::string("fashion-mnist"), "training data set", {}, {},
         {"fashion-mnist", "synthetic"}),
       F("data.path", T::kString, std::string(""),
@@ -48,8 +59,8 @@ std::vector<ConfigField> trainingConfigSchema() {
       F("data.eval_samples", T::kInt, int64_t{0}, "use only the first N test samples; 0: all", 0.0,
         kInf),
       F("data.flip", T::kBool, true, "random horizontal flip"),
-      F("data.pad_crop", T::kInt, int64_t{0}, "pad by N pixels and crop back at a random offset", 0.0,
-        8.0),
+      F("data.pad_crop", T::kInt, int64_t{0}, "pad by N pixels and crop back at a random offset",
+        0.0, 8.0),
 
       F("data.read_threads", T::kInt, int64_t{0},
         "input pipeline: threads that read samples; 0 (with decode_threads and augment_threads "
@@ -62,8 +73,14 @@ std::vector<ConfigField> trainingConfigSchema() {
       F("data.prefetch_batches", T::kInt, int64_t{4},
         "input pipeline: micro-batches prepared ahead of training", 1.0, 1024.0),
       F("data.bad_samples", T::kString, std::string("skip"),
-        "an unreadable or corrupt sample: skip (log its path, count it, leave it out) or fail",
-        {}, {}, {"skip", "fail"}),
+        "an unreadable or corrupt sample: skip (log its path, count it, leave it out) or fail", {},
+        {}, {"skip", "fail"}),
+  };
+}
+
+// model.*: the architecture and its BatchNorm.
+std::vector<ConfigField> modelKeys() {
+  return {
       F("model.name", T::kString, std::string("cnn"), "architecture", {}, {},
         {"cnn", "resnet", "resnet50"}),
       F("model.widths", T::kIntList, L{16, 32, 64}, "channels of each stage", 1.0, 4096.0),
@@ -73,8 +90,14 @@ std::vector<ConfigField> trainingConfigSchema() {
         "BatchNorm running-statistics momentum (PyTorch convention)", 0.0, 1.0),
       F("model.bn_eps", T::kFloat, 1e-5, "BatchNorm epsilon", 1e-12, 1.0),
       F("model.zero_init_residual", T::kBool, true, "zero γ of each residual block's last BN"),
-      F("model.channels_last", T::kBool, true, "NHWC memory format (faster oneDNN convolutions on CPU)"),
+      F("model.channels_last", T::kBool, true,
+        "NHWC memory format (faster oneDNN convolutions on CPU)"),
+  };
+}
 
+// train.*: batch, epochs, target, evaluation, loss.
+std::vector<ConfigField> trainKeys() {
+  return {
       F("train.batch_size", T::kInt, int64_t{128},
         "images per rank per micro-batch; global batch = ranks x batch_size x accumulation_steps",
         1.0, 1048576.0),
@@ -84,25 +107,30 @@ std::vector<ConfigField> trainingConfigSchema() {
         "BatchNorm groups per micro-batch (ghost batch norm): each group of batch_size / V "
         "images gets its own batch statistics, as on ranks x V real workers",
         1.0, 65536.0),
-      F("train.average_bn_stats", T::kBool, false,
-        "average BatchNorm running statistics across ranks before each evaluation (default: "
-        "each rank keeps its own, as the large-scale records did)"),
+      F("train.average_bn_stats", T::kBool, true,
+        "BatchNorm running statistics for evaluation and model.pt: their mean over the ranks "
+        "(true), or rank 0's (false); either way the accuracy reported is that of model.pt"),
       F("train.epochs", T::kInt, int64_t{10}, "epoch budget", 1.0, 100000.0),
       F("train.target_accuracy", T::kFloat, 0.92, "test accuracy (fraction) that ends the run", 0.0,
         1.0),
       F("train.stop_at_target", T::kBool, true, "stop as soon as the target is reached"),
-      F("train.eval_every", T::kInt, int64_t{1}, "evaluate every N epochs (and after the last)", 1.0,
-        100000.0),
+      F("train.eval_every", T::kInt, int64_t{1}, "evaluate every N epochs (and after the last)",
+        1.0, 100000.0),
       F("train.eval_batch_size", T::kInt, int64_t{1000}, "images per evaluation forward pass", 1.0,
         1048576.0),
-      F("train.label_smoothing", T::kFloat, 0.0, "label smoothing α: target (1-α)·onehot + α/K", 0.0,
-        0.999),
+      F("train.label_smoothing", T::kFloat, 0.0, "label smoothing α: target (1-α)·onehot + α/K",
+        0.0, 0.999),
 
       F("train.nonfinite", T::kString, std::string("stop"),
         "a non-finite loss or gradient: stop (fail naming the step and tensor) or skip the step "
         "(weights untouched, counted in metrics.csv)",
         {}, {}, {"stop", "skip"}),
+  };
+}
 
+// ckpt.*: checkpoints.
+std::vector<ConfigField> ckptKeys() {
+  return {
       F("ckpt.every_epochs", T::kInt, int64_t{1},
         "write a checkpoint every N epochs (and at the end); 0: only at the end", 0.0, 100000.0),
       F("ckpt.every_steps", T::kInt, int64_t{0},
@@ -110,7 +138,12 @@ std::vector<ConfigField> trainingConfigSchema() {
       F("ckpt.keep", T::kInt, int64_t{2}, "checkpoints kept (the newest)", 1.0, 100000.0),
       F("ckpt.dir", T::kString, std::string(""),
         "checkpoint directory; empty: <run directory>/checkpoints"),
+  };
+}
 
+// fault.*: fault injection (tests and docs/RELIABILITY.md).
+std::vector<ConfigField> faultKeys() {
+  return {
       F("fault.kind", T::kString, std::string("none"),
         "fault injection for tests: at optimizer step fault.step, rank fault.rank throws, "
         "aborts, SIGKILLs itself, hangs, or gets a NaN loss",
@@ -118,16 +151,27 @@ std::vector<ConfigField> trainingConfigSchema() {
       F("fault.rank", T::kInt, int64_t{0}, "rank that injects the fault", 0.0, 1e6),
       F("fault.step", T::kInt, int64_t{1}, "1-based optimizer step at which the fault fires", 1.0,
         1e12),
+  };
+}
 
+// ddp.*: the gradient exchange.
+std::vector<ConfigField> ddpKeys() {
+  return {
       F("ddp.fusion_bytes", T::kInt, int64_t{1} << 20,
-        "gradient bytes per exchange bucket (buckets are sent as soon as backward fills them)",
-        4.0, 1073741824.0),
+        "gradient bytes per exchange bucket (buckets are sent as soon as backward fills them)", 4.0,
+        1073741824.0),
       F("ddp.exchange_dtype", T::kString, std::string("fp32"),
         "gradient type on the wire: fp16/bf16 halve the bytes (pre-divided by the world size, "
         "summed in fp32, written back to fp32 gradients)",
         {}, {}, {"fp32", "fp16", "bf16"}),
       F("ddp.overlap", T::kBool, true,
         "exchange each bucket during backward; false: all buckets after backward"),
+  };
+}
+
+// amp.*: mixed precision and loss scaling.
+std::vector<ConfigField> ampKeys() {
+  return {
       F("amp.precision", T::kString, std::string("fp32"),
         "compute type: bf16/fp16 run convolutions and matmuls in 16 bits (autocast) on copies of "
         "the fp32 master weights; fp16 needs a CUDA device and is refused on CPU (libtorch "
@@ -148,6 +192,12 @@ std::vector<ConfigField> trainingConfigSchema() {
       F("amp.max_scale", T::kFloat, 16777216.0, "loss-scale ceiling (2^24)", 1e-30, 3e38),
       F("amp.hysteresis", T::kInt, int64_t{1},
         "overflowing steps (since the last change) before the scale backs off", 1.0, 1e6),
+  };
+}
+
+// comm.*: the collectives and their deadline.
+std::vector<ConfigField> commKeys() {
+  return {
       F("comm.allreduce", T::kString, std::string("auto"),
         "allreduce algorithm; auto: by message size and topology", {}, {},
         {"auto", "shm", "hierarchical", "ring", "halving_doubling", "recursive_doubling", "mpi"}),
@@ -159,10 +209,15 @@ std::vector<ConfigField> trainingConfigSchema() {
         "summation order past 2 ranks, in every run)"),
       F("comm.timeout_s", T::kFloat, 60.0,
         "seconds a rank waits for a peer before failing with an error naming it", 0.1, 86400.0),
+  };
+}
 
+// optim.*: the optimizer and K-FAC.
+std::vector<ConfigField> optimKeys() {
+  return {
       F("optim.name", T::kString, std::string("sgd"),
-        "optimizer: sgd (momentum, Nesterov), lars (You et al. 2017), lamb (You et al. 2019)", {}, {},
-        {"sgd", "lars", "lamb"}),
+        "optimizer: sgd (momentum, Nesterov), lars (You et al. 2017), lamb (You et al. 2019)", {},
+        {}, {"sgd", "lars", "lamb"}),
       F("optim.lr", T::kFloat, 0.1, "peak learning rate at the global batch", 0.0, 1e6),
       F("optim.lr_per_256", T::kFloat, 0.0,
         "when > 0, the peak lr is lr_per_256 x global batch / 256 (linear scaling rule) and "
@@ -170,15 +225,18 @@ std::vector<ConfigField> trainingConfigSchema() {
         0.0, 1e6),
       F("optim.momentum", T::kFloat, 0.9, "momentum (sgd, lars)", 0.0, 0.999999),
       F("optim.nesterov", T::kBool, true, "Nesterov momentum (sgd)"),
-      F("optim.weight_decay", T::kFloat, 5e-4, "weight decay of regular parameters (L2 for sgd "
-        "and lars, decoupled lambda for lamb)", 0.0, 1.0),
+      F("optim.weight_decay", T::kFloat, 5e-4,
+        "weight decay of regular parameters (L2 for sgd "
+        "and lars, decoupled lambda for lamb)",
+        0.0, 1.0),
       F("optim.exclude_bn_bias", T::kBool, true,
         "BatchNorm parameters and biases form the excluded group: no trust ratio, "
         "optim.excluded_weight_decay and optim.excluded_lr_scale"),
       F("optim.exclude_pattern", T::kString, std::string(""),
         "regex searched in parameter names (e.g. \"bn|bias\") that selects the excluded group; "
         "empty: every tensor of rank <= 1"),
-      F("optim.excluded_lr_scale", T::kFloat, 1.0, "lr multiplier of excluded parameters", 0.0, 1e6),
+      F("optim.excluded_lr_scale", T::kFloat, 1.0, "lr multiplier of excluded parameters", 0.0,
+        1e6),
       F("optim.excluded_weight_decay", T::kFloat, 0.0, "weight decay of excluded parameters", 0.0,
         1.0),
       F("optim.lars_eta", T::kFloat, 0.001, "LARS trust coefficient eta", 1e-12, 1e6),
@@ -188,8 +246,8 @@ std::vector<ConfigField> trainingConfigSchema() {
       F("optim.epsilon", T::kFloat, 1e-6, "LAMB epsilon", 1e-30, 1.0),
       F("optim.lamb_phi_min", T::kFloat, 0.0, "LAMB: lower clip of the trust numerator phi(|w|)",
         0.0, 1e6),
-      F("optim.lamb_phi_max", T::kFloat, 0.0,
-        "LAMB: upper clip of phi(|w|); 0: no upper clip", 0.0, 1e6),
+      F("optim.lamb_phi_max", T::kFloat, 0.0, "LAMB: upper clip of phi(|w|); 0: no upper clip", 0.0,
+        1e6),
       F("optim.fused", T::kBool, true,
         "fused multi-tensor norm and update passes (CPU fp32); false: per-tensor ATen calls"),
       F("optim.kfac", T::kBool, false,
@@ -202,13 +260,23 @@ std::vector<ConfigField> trainingConfigSchema() {
         "K-FAC: running average of the factors, F = decay*F + (1 - decay)*F_step", 0.0, 0.999999),
       F("optim.kfac_inverse_interval", T::kInt, int64_t{1},
         "K-FAC: steps between re-inversions of the damped factors", 1.0, 1e6),
+      F("optim.kfac_max_dim", T::kInt, int64_t{1024},
+        "K-FAC: cover a layer only when both its factors (in*kh*kw and out) are at most N x N; "
+        "larger layers keep their plain gradient. A covered layer costs in*kh*kw squared plus "
+        "out squared values of statistics summed over the ranks every step",
+        1.0, 65536.0),
       F("optim.kfac_samples", T::kInt, int64_t{128},
         "K-FAC: images per rank and step whose activations and output gradients feed the "
         "factors (the first of the step's first BatchNorm group)",
         1.0, 1e9),
+  };
+}
 
-      F("schedule.warmup_epochs", T::kFloat, 0.5, "linear warmup length in epochs (fractional)", 0.0,
-        100000.0),
+// schedule.*: learning-rate, momentum and batch-size schedules.
+std::vector<ConfigField> scheduleKeys() {
+  return {
+      F("schedule.warmup_epochs", T::kFloat, 0.5, "linear warmup length in epochs (fractional)",
+        0.0, 100000.0),
       F("schedule.warmup_start_factor", T::kFloat, 0.0, "lr at step 0 as a fraction of the peak lr",
         0.0, 1.0),
       F("schedule.decay", T::kString, std::string("cosine"), "decay after warmup", {}, {},
@@ -231,12 +299,19 @@ std::vector<ConfigField> trainingConfigSchema() {
         "batch-size schedule: from these (1-based) epochs on, the per-rank batch is multiplied by "
         "schedule.batch_factors",
         1.0, 100000.0),
-      F("schedule.batch_factors", T::kIntList, L{}, "batch multiplier from each of "
-        "schedule.batch_epochs on", 1.0, 65536.0),
+      F("schedule.batch_factors", T::kIntList, L{},
+        "batch multiplier from each of "
+        "schedule.batch_epochs on",
+        1.0, 65536.0),
       F("schedule.batch_lr_rule", T::kString, std::string("linear"),
         "how the lr follows a batch-size factor k: linear (x k), sqrt (x sqrt(k)), none", {}, {},
         {"linear", "sqrt", "none"}),
+  };
+}
 
+// mlperf.*: the MLPerf log's submission keys.
+std::vector<ConfigField> mlperfKeys() {
+  return {
       F("mlperf.submission_benchmark", T::kString, std::string("resnet"),
         "MLPerf benchmark whose key set the log follows"),
       F("mlperf.submission_org", T::kString, std::string("bigbatch"), "MLPerf submission_org"),
@@ -247,6 +322,17 @@ std::vector<ConfigField> trainingConfigSchema() {
       F("mlperf.submission_platform", T::kString, std::string(""),
         "MLPerf submission_platform; empty: <ranks>x<cpu model>"),
   };
+}
+
+}  // namespace
+
+std::vector<ConfigField> trainingConfigSchema() {
+  std::vector<ConfigField> all;
+  for (auto section : {runKeys, dataKeys, modelKeys, trainKeys, ckptKeys, faultKeys, ddpKeys,
+                       ampKeys, commKeys, optimKeys, scheduleKeys, mlperfKeys}) {
+    for (auto& field : section()) all.push_back(std::move(field));
+  }
+  return all;
 }
 
 Config defaultTrainingConfig() { return Config(trainingConfigSchema()); }
@@ -277,7 +363,8 @@ void validateTrainingConfig(const Config& c) {
                    c.getFloatList("schedule.momentum_epochs").size(),
                    c.getFloatList("schedule.momentum_values").size());
   }
-  if (c.getIntList("schedule.batch_epochs").size() != c.getIntList("schedule.batch_factors").size()) {
+  if (c.getIntList("schedule.batch_epochs").size() !=
+      c.getIntList("schedule.batch_factors").size()) {
     BIGBATCH_THROW(InvalidArgument,
                    "schedule.batch_epochs has {} entries and schedule.batch_factors {}; give one "
                    "factor per epoch",
@@ -317,12 +404,12 @@ std::string describeConfigSchema(const std::vector<ConfigField>& schema, bool ma
       allowed = fmt::format("{} .. {}", formatConfigBound(f, f.min, "-inf"),
                             formatConfigBound(f, f.max, "inf"));
     }
-    const std::string type = f.type == ConfigType::kInt        ? "int"
-                             : f.type == ConfigType::kFloat    ? "float"
-                             : f.type == ConfigType::kBool     ? "bool"
-                             : f.type == ConfigType::kString   ? "string"
-                             : f.type == ConfigType::kIntList  ? "int list"
-                                                               : "float list";
+    const std::string type = f.type == ConfigType::kInt       ? "int"
+                             : f.type == ConfigType::kFloat   ? "float"
+                             : f.type == ConfigType::kBool    ? "bool"
+                             : f.type == ConfigType::kString  ? "string"
+                             : f.type == ConfigType::kIntList ? "int list"
+                                                              : "float list";
     if (markdown) {
       out += fmt::format("| `{}` | {} | `{}` | {} | {} |\n", f.key, type,
                          formatConfigValue(f.defaultValue), allowed, f.help);

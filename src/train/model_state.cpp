@@ -36,6 +36,22 @@ NamedTensors namedTensors(const torch::OrderedDict<std::string, torch::Tensor>& 
   return out;
 }
 
+std::vector<torch::Tensor> floatBuffers(torch::nn::Module& model) {
+  std::vector<torch::Tensor> out;
+  for (const auto& b : model.buffers()) {
+    if (b.is_floating_point()) out.push_back(b.detach().clone());
+  }
+  return out;
+}
+
+void restoreFloatBuffers(torch::nn::Module& model, const std::vector<torch::Tensor>& saved) {
+  torch::NoGradGuard noGrad;
+  size_t i = 0;
+  for (auto& b : model.buffers()) {
+    if (b.is_floating_point()) b.copy_(saved.at(i++));
+  }
+}
+
 std::string firstNonFiniteGradient(torch::nn::Module& model) {
   for (const auto& item : model.named_parameters()) {
     const auto& g = item.value().grad();

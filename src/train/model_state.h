@@ -23,6 +23,10 @@ NamedTensors namedTensors(const torch::OrderedDict<std::string, torch::Tensor>& 
 // (index = rank) to the checkpoint's rankBuffers and rankRng.
 std::string packRankState(torch::nn::Module& model);
 void unpackRankStates(const std::vector<std::string>& parts, Checkpoint& k);
+// Copies of the model's floating-point buffers (BatchNorm running
+// statistics), in order, and their restore into the same model.
+std::vector<torch::Tensor> floatBuffers(torch::nn::Module& model);
+void restoreFloatBuffers(torch::nn::Module& model, const std::vector<torch::Tensor>& saved);
 // The first parameter whose gradient holds an inf or NaN ("?" if none).
 std::string firstNonFiniteGradient(torch::nn::Module& model);
 

@@ -55,6 +55,7 @@ KfacOptions kfacOptions(const Config& c) {
   k.damping = c.getFloat("optim.kfac_damping");
   k.decay = c.getFloat("optim.kfac_decay");
   k.inverseInterval = c.getInt("optim.kfac_inverse_interval");
+  k.maxDim = c.getInt("optim.kfac_max_dim");
   return k;
 }
 

@@ -37,6 +37,9 @@ void RunCheckpointer::save(const RunState& state) {
   unpackRankStates(parts, k);
   k.optimizer = optimizer_.state();
   k.counters = state.toCounters({sums[0], sums[1], sums[2]});
+  // The allreduce algorithms tuning chose: a resume keeps them (bit-exact on
+  // 3+ ranks, where algorithms sum in different orders).
+  for (const auto& [name, value] : ddp_.allreduceTuning()) k.counters[name] = value;
   const std::string path = dir_->save(k);
   log().debug("checkpoint {} written in {:.3f} s", path,
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());

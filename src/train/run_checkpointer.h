@@ -2,7 +2,8 @@
 // each hands rank 0 its BatchNorm buffers and RNG state (they differ per
 // rank) and its share of the interrupted epoch's loss and accuracy sums;
 // rank 0 adds the weights, optimizer and loss-scaler state, the position in
-// the data order and the run's totals, and writes one file through
+// the data order, the run's totals and the allreduce's tuning (counters
+// "allreduce_tuning.*"), and writes one file through
 // CheckpointDir (temporary file, fsync, rename, then `latest`; the newest
 // `ckpt.keep` are kept).
 //

@@ -72,6 +72,7 @@ nlohmann::ordered_json summaryJson(const TrainResult& result, const RunFacts& fa
   summary["global_batch_size"] = result.globalBatchSize;
   summary["world_size"] = result.worldSize;
   summary["threads_per_rank"] = facts.threadsPerRank;
+  summary["allowed_cpus_per_rank"] = facts.allowedCpusPerRank;
   summary["accumulation_steps"] = facts.accumulationSteps;
   summary["virtual_workers"] = facts.virtualWorkers;
   summary["optimizer"] = facts.optimizer;

@@ -49,6 +49,7 @@ void printEpochLine(const EpochRecord& r, int64_t epochs);
 struct RunFacts {
   double initSeconds = 0;  // init_start .. run_start
   int64_t threadsPerRank = 1;
+  int64_t allowedCpusPerRank = 1;  // the fewest CPUs any rank may run on (its affinity)
   int64_t accumulationSteps = 1;
   int64_t virtualWorkers = 1;
   std::string optimizer;

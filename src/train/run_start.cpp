@@ -92,12 +92,15 @@ RunStart startRun(Config& c, const TrainOptions& o, MlperfLogger& ml) {
       setupError = std::current_exception();
     }
   }
-  // Rank agreement before any work: every rank's set-up succeeded, and all
-  // were started with the same config (one 32-byte collective).
+  // Rank agreement before any work: every rank's set-up succeeded, all were
+  // started with the same config, found the same checkpoint, and either all
+  // or none have an onStep callback, which adds a collective to every step
+  // (one 48-byte collective).
   const int64_t hash = configHash(c);
   const int64_t resumeStep = s.resume ? s.resume->checkpoint.globalStep : -1;
-  int64_t v[4] = {setupError ? rank + 1 : 0, hash, -hash, resumeStep};
-  if (s.worldSize > 1) allreduceMaxInt64(comm, v, 4, /*tag=*/0x7e10);
+  const int64_t onStep = o.onStep ? 1 : 0;
+  int64_t v[6] = {setupError ? rank + 1 : 0, hash, -hash, resumeStep, onStep, -onStep};
+  if (s.worldSize > 1) allreduceMaxInt64(comm, v, 6, /*tag=*/0x7e10);
   if (setupError) std::rethrow_exception(setupError);
   BIGBATCH_REQUIRE(v[0] == 0, Error, "rank {} failed to set up the run (see its message)",
                    v[0] - 1);
@@ -108,6 +111,10 @@ RunStart startRun(Config& c, const TrainOptions& o, MlperfLogger& ml) {
                    "the ranks found different checkpoints to resume from (step {} here, up to {} "
                    "on another rank); give --resume an explicit checkpoint file",
                    resumeStep, v[3]);
+  BIGBATCH_REQUIRE(v[4] == -v[5], MismatchError,
+                   "TrainOptions::onStep is set on some ranks only ({} here); it adds a "
+                   "collective to every step, so set it on every rank or on none",
+                   onStep ? "set" : "not set");
   return s;
 }
 

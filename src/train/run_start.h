@@ -3,8 +3,9 @@
 // process alone), the checkpoint a --resume continues from, rank 0's run
 // directory and MLPerf log, and the agreement of every rank on all of it —
 // each rank's set-up succeeded, the configs hash the same, the same
-// checkpoint was found — in one 32-byte collective, so a mismatch ends every
-// rank with the same clear error instead of a hang later.
+// checkpoint was found, an onStep callback is set on all ranks or none — in
+// one 48-byte collective, so a mismatch ends every rank with the same clear
+// error instead of a hang later.
 //
 // Internal to src/train; called once per run, on the training thread.
 #pragma once

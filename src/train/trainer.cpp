@@ -1,16 +1,21 @@
 #include "bigbatch/train/trainer.h"
 
+#include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <fstream>
 #include <limits>
 #include <optional>
-#include <thread>
 
 #include "bigbatch/amp/loss_scaler.h"
 #include "bigbatch/amp/precision.h"
 #include "bigbatch/ckpt/state_dict.h"
+#include "bigbatch/collectives/allreduce.h"
+#include "bigbatch/collectives/collectives.h"
+#include "bigbatch/common/cpu_affinity.h"
 #include "bigbatch/common/error.h"
+#include "bigbatch/common/hash.h"
 #include "bigbatch/common/mlperf_logger.h"
 #include "bigbatch/data/dataset.h"
 #include "bigbatch/data/input_pipeline.h"
@@ -62,6 +67,18 @@ void toChannelsLast(torch::nn::Module& model) {
   for (auto& p : model.parameters()) {
     if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
   }
+}
+
+// How many ranks of this host (this one included) may run on exactly these
+// CPUs: all of them when nothing binds them, one each when they are pinned.
+int ranksSharing(Communicator& comm, const std::vector<int>& cpus) {
+  if (comm.size() == 1) return 1;
+  Communicator& host = comm.hostComm();
+  const int64_t mine = static_cast<int64_t>(fnv1a64(cpus.data(), cpus.size() * sizeof(int)));
+  std::vector<int64_t> masks(static_cast<size_t>(host.size()));
+  masks[static_cast<size_t>(host.rank())] = mine;
+  allgather(host, masks.data(), masks.size(), DataType::kInt64);
+  return static_cast<int>(std::count(masks.begin(), masks.end(), mine));
 }
 
 // This rank's micro-batches of an epoch from step `firstStep` on, in
@@ -122,6 +139,12 @@ class TrainingRun {
   bool stopOrCheckpoint(const EpochRecord& record);
   TrainResult finish();
   double elapsedNow() const { return elapsedBefore_ + secondsSince(runStart_); }
+  int64_t decaySteps() const;
+  void agreeOnBatchNormStatistics(std::vector<torch::Tensor>& own);
+  // A failing run tells the other ranks and closes its MLPerf log.
+  void abortRun(const std::string& message);
+  // run_stop, once (the stall watchdog may write it from its thread).
+  void logRunStop(const char* status);
 
   Config config_;  // a resume on another world size adjusts the accumulation steps
   const TrainOptions& options_;
@@ -135,6 +158,7 @@ class TrainingRun {
   bool lead_ = true, quiet_ = false;
   RunRecipe recipe_;
   int64_t threads_ = 1;
+  int64_t allowedCpus_ = 1;  // the fewest CPUs any rank may run on
 
   Dataset trainData_, testData_;
   std::shared_ptr<ImageClassifierImpl> model_;
@@ -143,6 +167,8 @@ class TrainingRun {
   std::unique_ptr<DistributedDataParallel> ddp_;
   int64_t exchangeBytes_ = 0;  // gradient bytes each rank hands to the allreduce per step
   std::unique_ptr<Optimizer> optimizer_;
+  std::optional<KfacCoverage> kfacCoverage_;  // with optim.kfac
+
   std::optional<DynamicLossScaler> scaler_;
   std::unique_ptr<LrSchedule> lrSchedule_;
   std::unique_ptr<PiecewiseLinear> momentumSchedule_;
@@ -156,6 +182,7 @@ class TrainingRun {
 
   RunState state_;
   double elapsedBefore_ = 0;  // run seconds of the sessions before a resume
+  std::atomic<bool> runStarted_{false}, runStopped_{false};
 };
 
 TrainingRun::TrainingRun(const Config& config, const TrainOptions& options, TrainingJob job)
@@ -183,12 +210,24 @@ TrainingRun::TrainingRun(const Config& config, const TrainOptions& options, Trai
   printBanner();
 }
 
+// Intra-op threads: run.threads, or this rank's share of the CPUs it may
+// run on — all of them when a launcher pinned it, else split among the
+// host's ranks that share them. A rank allowed fewer CPUs than it has
+// threads is warned: its threads would take turns (collective).
 void TrainingRun::resolveThreads() {
+  const std::vector<int> cpus = allowedCpus();
+  const int64_t allowed = std::max<int64_t>(1, static_cast<int64_t>(cpus.size()));
   threads_ = recipe_.threads;
-  if (threads_ == 0) {
-    const int64_t cores = std::max(1u, std::thread::hardware_concurrency());
-    threads_ = std::max<int64_t>(1, cores / comm_->localSize());
+  if (threads_ == 0) threads_ = std::max<int64_t>(1, allowed / ranksSharing(*comm_, cpus));
+  if (threads_ > allowed) {
+    log().warn(
+        "{} thread(s) on {} allowed CPU(s) ({}): the threads take turns; bind each rank to as "
+        "many CPUs as threads (bigbatch --workers does) or lower run.threads",
+        threads_, allowed, formatCpuList(cpus));
   }
+  int64_t fewest = -allowed;
+  if (worldSize_ > 1) allreduceMaxInt64(*comm_, &fewest, 1, /*tag=*/0x7e11);
+  allowedCpus_ = -fewest;
   torch::set_num_threads(static_cast<int>(threads_));
 }
 
@@ -247,7 +286,8 @@ void TrainingRun::prepareExchange() {
       }
     };
   }
-  stallGuard_ = std::make_unique<StallGuard>(*comm_, recipe_.timeoutS);
+  stallGuard_ =
+      std::make_unique<StallGuard>(*comm_, recipe_.timeoutS, [this] { logRunStop("aborted"); });
   ddpOptions.watchdog = stallGuard_->watchdog();
   ddp_ = std::make_unique<DistributedDataParallel>(*model_, *comm_, ddpOptions);
   if (worldSize_ > 1) {
@@ -274,6 +314,8 @@ void TrainingRun::restoreOrVerify() {
   torch::NoGradGuard noGrad;
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   generator.set_state(k.rankRng[mine]);
+  // The algorithms the interrupted run's tuning chose, on the same ranks.
+  if (k.worldSize == worldSize_) ddp_->restoreAllreduceTuning(k.counters);
   state_ = RunState::fromCheckpoint(k, lead_);
   elapsedBefore_ = state_.elapsedS;
 }
@@ -282,7 +324,7 @@ void TrainingRun::restoreOrVerify() {
 // and the training input; a resume restores their state.
 void TrainingRun::prepareOptimizer() {
   optimizer_ = makeOptimizer(namedParameters(*model_), recipe_.optimizer);
-  if (recipe_.kfac) optimizer_->enableKfac(*recipe_.kfac);
+  if (recipe_.kfac) kfacCoverage_ = optimizer_->enableKfac(*recipe_.kfac);
   if (start_.resume) optimizer_->loadState(start_.resume->checkpoint.optimizer);
   lrSchedule_ = std::make_unique<LrSchedule>(recipe_.lr);
   momentumSchedule_ = std::make_unique<PiecewiseLinear>(
@@ -328,12 +370,24 @@ void TrainingRun::logRecipe() {
   BIGBATCH_MLLOG_POINT(ml_, mlkey::kGradientAccumulationSteps, recipe_.accumulation);
   BIGBATCH_MLLOG_POINT(ml_, mlkey::kTrainSamples, trainData_.size());
   BIGBATCH_MLLOG_POINT(ml_, mlkey::kEvalSamples, testData_.size());
-  const int64_t stepsPerEpoch = (trainData_.size() + recipe_.globalBatch - 1) / recipe_.globalBatch;
-  logOptimizer(ml_, recipe_,
-               static_cast<int64_t>(
-                   std::llround((recipe_.epochs - recipe_.lr.warmupEpochs) * stepsPerEpoch)));
+  logOptimizer(ml_, recipe_, decaySteps());
   BIGBATCH_MLLOG_POINT(ml_, "model_bn_span",
                        std::max<int64_t>(1, recipe_.batchPerRank / recipe_.step.groups));
+}
+
+// The optimizer steps after warmup in the epoch budget (MLPerf's
+// *_learning_rate_decay_steps), counted epoch by epoch: under a batch-size
+// schedule an epoch has fewer, larger steps.
+int64_t TrainingRun::decaySteps() const {
+  double total = 0, warmup = 0;
+  for (int64_t epoch = 1; epoch <= recipe_.epochs; ++epoch) {
+    const int64_t batch = recipe_.globalBatch * batchSchedule_->factor(epoch);
+    const double steps = static_cast<double>((trainData_.size() + batch - 1) / batch);
+    const double warm = recipe_.lr.warmupEpochs - static_cast<double>(epoch - 1);
+    total += steps;
+    warmup += steps * std::clamp(warm, 0.0, 1.0);
+  }
+  return static_cast<int64_t>(std::llround(total - warmup));
 }
 
 void TrainingRun::printBanner() const {
@@ -351,6 +405,19 @@ void TrainingRun::printBanner() const {
       precisionName(recipe_.precision), recipe_.exchangeDtype,
       scaler_ ? fmt::format(", dynamic loss scale from {:g}", scaler_->scale()) : "",
       start_.runDir->path());
+  if (kfacCoverage_) {
+    const KfacCoverage& k = *kfacCoverage_;
+    fmt::print(
+        "  K-FAC on {} conv/linear layer(s){}: {:.2f} M values of factor statistics "
+        "({:.1f} MB) summed over the ranks every step\n",
+        k.layers,
+        k.tooLarge ? fmt::format(" ({} more, with a factor over optim.kfac_max_dim = {}, keep "
+                                 "their plain gradient; the largest is '{}')",
+                                 k.tooLarge, recipe_.kfac->maxDim, k.largestSkipped)
+                   : std::string(),
+        static_cast<double>(k.statisticValues) / 1e6,
+        static_cast<double>(k.statisticValues) * 8 / 1e6);
+  }
   std::fflush(stdout);
 }
 
@@ -358,6 +425,7 @@ TrainResult TrainingRun::run() {
   BIGBATCH_MLLOG_END(ml_, mlkey::kInitStop);
   BIGBATCH_MLLOG_START(ml_, mlkey::kRunStart);
   runStart_ = Clock::now();
+  runStarted_ = true;
   initSeconds_ = std::chrono::duration<double>(runStart_ - initStart_).count();
   progress_ = Progress(!quiet_);
   // A run that fails part-way still closes its MLPerf log (status aborted).
@@ -370,13 +438,28 @@ TrainResult TrainingRun::run() {
       const EpochRecord record = closeEpoch(steps);
       if (stopOrCheckpoint(record)) break;
     }
+  } catch (const TimeoutError& e) {
+    // A peer did not answer in time: the heartbeat tells which rank stalled.
+    const TimeoutError named(fmt::format("{}; {}", e.what(), stallGuard_->diagnose()));
+    abortRun(named.what());
+    throw named;
   } catch (const std::exception& e) {
-    // Tell the other ranks, so they fail now instead of at their deadline.
-    comm_->postError(e.what());
-    BIGBATCH_MLLOG_END(ml_, mlkey::kRunStop, {{"status", "aborted"}});
+    abortRun(e.what());
     throw;
   }
   return finish();
+}
+
+void TrainingRun::abortRun(const std::string& message) {
+  // Tell the other ranks, so they fail now instead of at their deadline —
+  // from the communication thread, which may still be inside MPI.
+  ddp_->postError(message);
+  logRunStop("aborted");
+}
+
+void TrainingRun::logRunStop(const char* status) {
+  if (!runStarted_ || runStopped_.exchange(true)) return;
+  BIGBATCH_MLLOG_END(ml_, mlkey::kRunStop, {{"status", status}});
 }
 
 // The epoch's steps, from where a resume left off, with the mid-epoch
@@ -447,10 +530,12 @@ std::optional<double> TrainingRun::evaluateIfDue(double& evalS) {
   if (epoch % recipe_.evalEvery != 0 && epoch != recipe_.epochs) return std::nullopt;
   BIGBATCH_MLLOG_START(ml_, mlkey::kEvalStart, {{"epoch_num", epoch}});
   const auto start = Clock::now();
-  if (recipe_.averageBnStats) ddp_->averageBuffers();
+  std::vector<torch::Tensor> own;
+  agreeOnBatchNormStatistics(own);
   const double mine =
       static_cast<double>(evaluateShard(*model_, testData_, recipe_.evalBatch, recipe_.channelsLast,
                                         recipe_.precision, rank_, worldSize_));
+  if (!own.empty()) restoreFloatBuffers(*model_, own);
   const double accuracy = ddp_->allreduceSum({mine})[0] / static_cast<double>(testData_.size());
   evalS = secondsSince(start);
   if (timeline_ && timeline_->active()) {
@@ -462,6 +547,22 @@ std::optional<double> TrainingRun::evaluateIfDue(double& evalS) {
   state_.finalAccuracy = accuracy;
   state_.bestAccuracy = std::max(state_.bestAccuracy, accuracy);
   return accuracy;
+}
+
+// Every rank evaluates its shard with the same BatchNorm statistics, the
+// ones model.pt holds, so the accuracy reported is that of the saved model:
+// by default their mean over the ranks, kept (averaging is linear in the
+// running averages' updates, so training on from the mean is the mean of
+// training on from each); with train.average_bn_stats = false rank 0's,
+// each rank's own given back in `own` to restore after the evaluation.
+void TrainingRun::agreeOnBatchNormStatistics(std::vector<torch::Tensor>& own) {
+  if (worldSize_ == 1) return;
+  if (recipe_.averageBnStats) {
+    ddp_->averageBuffers();
+    return;
+  }
+  own = floatBuffers(*model_);
+  ddp_->broadcastBuffers(0);
 }
 
 // The epoch's totals over the ranks, its evaluation, and its record
@@ -546,13 +647,14 @@ TrainResult TrainingRun::finish() {
   result.trainTimeS = elapsedNow();
   result.throughputImgS =
       state_.trainSeconds > 0 ? static_cast<double>(state_.trainImages) / state_.trainSeconds : 0;
-  BIGBATCH_MLLOG_END(ml_, mlkey::kRunStop,
-                     {{"status", result.reachedTarget ? "success" : "aborted"}});
+  logRunStop(result.reachedTarget ? "success" : "aborted");
   ml_.close();
 
   RunFacts facts;
   facts.initSeconds = initSeconds_;
   facts.threadsPerRank = threads_;
+  facts.allowedCpusPerRank = allowedCpus_;
+
   facts.accumulationSteps = recipe_.accumulation;
   facts.virtualWorkers = recipe_.step.groups;
   facts.optimizer = recipe_.optimizer.name;

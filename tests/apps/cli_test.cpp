@@ -10,6 +10,9 @@
 #include <fstream>
 #include <memory>
 #include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -91,19 +94,66 @@ TEST(Cli, BadDataPathFailsCleanly) {
 
 namespace {
 
-// One rank (a plain start is an MPI singleton): every row verifies its sums.
+// mpirun -np N of the binary, as root too.
+std::string underMpirun(int ranks) {
+  return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + std::string(BIGBATCH_MPIRUN) +
+         " --oversubscribe --bind-to none -np " + std::to_string(ranks) + " ";
+}
+
+// On 3 ranks, where every algorithm really reduces: each JSON row parses,
+// says 3 ranks and has no wrong element (the crafted inputs' exact sums).
 TEST(Cli, BenchAllreduceJsonRows) {
-  Outcome o = run("bench allreduce --min-bytes 4K --max-bytes 8K --algorithms shm,ring,mpi --json");
-  ASSERT_EQ(o.status, 0) << o.output;
-  int rows = 0;
-  size_t pos = 0;
-  while ((pos = o.output.find("{\"algorithm\":", pos)) != std::string::npos) {
+  const std::string cmd = underMpirun(3) + BIGBATCH_BINARY +
+                          " bench allreduce --min-bytes 4K --max-bytes 8K --algorithms "
+                          "shm,ring,halving_doubling,mpi --json";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  std::istringstream lines(out);
+  int rows = 0, checked = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("{", 0) != 0) continue;
+    const nlohmann::json row = nlohmann::json::parse(line);  // throws on a malformed row
     ++rows;
-    ++pos;
+    EXPECT_EQ(row["ranks"], 3) << line;
+    EXPECT_GT(row["busbw"].get<double>(), 0) << line;
+    if (row["algorithm"] == "memcpy") continue;
+    EXPECT_EQ(row["wrong"], 0) << line;
+    ++checked;
   }
-  EXPECT_EQ(rows, 8) << o.output;  // 2 sizes x (memcpy + 3 algorithms)
-  EXPECT_EQ(o.output.find("\"wrong\":1"), std::string::npos) << o.output;
-  EXPECT_NE(o.output.find("\"busbw\":"), std::string::npos);
+  EXPECT_EQ(rows, 10) << out;    // 2 sizes x (memcpy + 4 algorithms), from rank 0 only
+  EXPECT_EQ(checked, 8) << out;
+}
+
+// `--workers N` gives each rank as many CPUs as it has threads: with one
+// thread each the ranks are pinned to CPUs of their own; with more threads
+// than the machine has CPUs for, they share all of them (a rank bound to
+// one core while it runs two threads was the fault).
+TEST(Cli, WorkersGetAsManyCpusAsThreads) {
+  const int cpus = static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN));
+  for (int threads : {1, cpus}) {
+    const std::string dir = ::testing::TempDir() + "/cpus_" + std::to_string(threads) + "_" +
+                            std::to_string(::getpid());
+    std::filesystem::remove_all(dir);
+    const std::string cfg = writeConfig("cpus.toml", "[train]\nepochs = 1\n");
+    const Outcome o = run("train " + cfg + " --workers 2 --run-dir " + dir +
+                          " --set data.train_samples=512 --set data.eval_samples=200 -q" +
+                          " --set run.threads=" + std::to_string(threads));
+    ASSERT_EQ(o.status, 0) << o.output;
+    std::ifstream in(dir + "/summary.json");
+    const nlohmann::json s = nlohmann::json::parse(in);
+    EXPECT_EQ(s["threads_per_rank"], threads);
+    EXPECT_GE(s["allowed_cpus_per_rank"].get<int>(), threads) << o.output;
+    if (2 * threads <= cpus) {
+      EXPECT_EQ(s["allowed_cpus_per_rank"], threads);  // pinned, not shared
+    }
+    EXPECT_EQ(o.output.find("take turns"), std::string::npos) << o.output;
+    std::filesystem::remove_all(dir);
+  }
 }
 
 TEST(Cli, BenchCountsOutOfRangeAreRejectedByName) {

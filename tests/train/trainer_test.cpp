@@ -1,5 +1,7 @@
 // A short real training run on Fashion-MNIST: the loss falls, and the run
-// directory holds every file with the documented keys.
+// directory holds every file with the documented keys; the recipe's label
+// smoothing and weight decay reach the step; the ranks agree before they
+// train; the accuracy reported is that of the model saved.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -14,8 +16,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/comm/in_process_communicator.h"
 #include "bigbatch/common/error.h"
+#include "bigbatch/data/batch.h"
+#include "bigbatch/data/dataset.h"
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/models/model_options.h"
 #include "bigbatch/train/trainer.h"
@@ -229,6 +234,13 @@ TEST(LargeBatchRun, LarsWithBatchAndMomentumSchedules) {
     EXPECT_EQ(count[once], 1) << once;
   }
   EXPECT_EQ(count["sgd_opt_base_learning_rate"], 0);
+  // Decay steps under the batch-size schedule: 8 + 8 + 4 steps in the
+  // budget, minus the 8 of the 1-epoch warmup (not 16 = 2 epochs x 8).
+  for (const auto& l : lines) {
+    if (l["key"] == "lars_opt_learning_rate_decay_steps") {
+      EXPECT_EQ(l["value"], 12);
+    }
+  }
   std::filesystem::remove_all(dir);
 }
 
@@ -392,23 +404,24 @@ TEST(MixedPrecisionRun, Fp16ComputeOnCpuIsRefusedBeforeAnyWork) {
   }
 }
 
-// Ranks started with different recipes (here one --set more on rank 1) must
-// all stop before training with the same error naming the problem and the
-// fix — not train apart, and not hang.
-TEST(RankAgreement, RanksWithDifferentConfigsStopWithTheSameNamedError) {
+// Two in-process ranks start a short synthetic run in `dir`, each set up by
+// `adjust`; returns what each rank caught: a MismatchError's message, "wrong
+// error type: ..." for any other error, or "" when its run finished.
+std::vector<std::string> startTwoRanks(
+    const std::string& dir, const std::function<void(int, Config&, TrainOptions&)>& adjust) {
   auto comms = makeInProcessGroup(2);
-  const std::string dir = ::testing::TempDir() + "/disagree_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   std::vector<std::string> errors(2);
   onRanks(2, [&](int r) {
     Config c = defaultTrainingConfig();
     c.set("data.dataset=synthetic");
     c.set("run.threads=1");
-    if (r == 1) c.set("optim.lr=0.2");
+    c.set("comm.timeout_s=20");
     TrainOptions o;
     o.comm = comms[r].get();
     o.runDir = dir;
     o.verbosity = Verbosity::kQuiet;
+    adjust(r, c, o);
     try {
       train(c, o);
     } catch (const MismatchError& e) {
@@ -416,6 +429,17 @@ TEST(RankAgreement, RanksWithDifferentConfigsStopWithTheSameNamedError) {
     } catch (const std::exception& e) {
       errors[r] = std::string("wrong error type: ") + e.what();
     }
+  });
+  return errors;
+}
+
+// Ranks started with different recipes (here one --set more on rank 1) must
+// all stop before training with the same error naming the problem and the
+// fix — not train apart, and not hang.
+TEST(RankAgreement, RanksWithDifferentConfigsStopWithTheSameNamedError) {
+  const std::string dir = ::testing::TempDir() + "/disagree_" + std::to_string(::getpid());
+  const auto errors = startTwoRanks(dir, [](int r, Config& c, TrainOptions&) {
+    if (r == 1) c.set("optim.lr=0.2");
   });
   for (int r = 0; r < 2; ++r) {
     EXPECT_NE(errors[r].find("the ranks were started with different configs"), std::string::npos)
@@ -426,6 +450,178 @@ TEST(RankAgreement, RanksWithDifferentConfigsStopWithTheSameNamedError) {
   }
   // Nothing trained: no epoch reached the run directory.
   EXPECT_FALSE(std::filesystem::exists(dir + "/metrics.csv"));
+  std::filesystem::remove_all(dir);
+}
+
+// A callback on some ranks only would add a collective on those ranks
+// alone: both ranks must stop at once with the same named error, not fall
+// out of step into a timeout.
+TEST(RankAgreement, OnStepOnSomeRanksOnlyIsANamedError) {
+  const std::string dir = ::testing::TempDir() + "/onstep_" + std::to_string(::getpid());
+  const auto errors = startTwoRanks(dir, [](int r, Config&, TrainOptions& o) {
+    if (r == 0) o.onStep = [](const StepRecord&) {};
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(errors[r].find("onStep is set on some ranks only"), std::string::npos)
+        << "rank " << r << ": " << errors[r];
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir + "/metrics.csv"));
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace bigbatch
+
+namespace bigbatch {
+namespace {
+
+// One step on the first 64 Fashion-MNIST training images, all in one batch,
+// from the seed's model; `onStep` gets the step's loss.
+TrainResult oneStep(Config c, const std::string& name, std::shared_ptr<ImageClassifierImpl> model,
+                    double* loss) {
+  const std::string dir = ::testing::TempDir() + "/" + name + "_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  c.set("data.train_samples=64");
+  c.set("data.eval_samples=100");
+  c.set("train.batch_size=64");
+  c.set("train.epochs=1");
+  c.set("data.flip=false");
+  c.set("run.threads=1");
+  TrainOptions o;
+  o.runDir = dir;
+  o.verbosity = Verbosity::kQuiet;
+  o.onStep = [&](const StepRecord& r) { *loss = r.loss; };
+  TrainingJob job;
+  job.model = std::move(model);
+  TrainResult r = train(c, o, job);
+  std::filesystem::remove_all(dir);
+  return r;
+}
+
+std::shared_ptr<ImageClassifierImpl> seededModel() {
+  torch::manual_seed(1);
+  return buildModel(ModelOptions{});  // the default recipe's cnn, as run.seed = 1 builds it
+}
+
+// The trainer's loss is train.label_smoothing's: the first step's loss —
+// before any update — is (1-α)·CE + α·mean_k(-log p_k) of the same seeded
+// model on the same 64 images, computed here from the formula.
+TEST(TrainerWiring, TheLossIsTheLabelSmoothedCrossEntropy) {
+  const double alpha = 0.3;
+  Config c = defaultTrainingConfig();
+  c.set(fmt::format("train.label_smoothing={}", alpha));
+  double trainerLoss = 0;
+  oneStep(c, "smoothing", seededModel(), &trainerLoss);
+
+  const Dataset data = takeFirst(loadFashionMnist("", "train"), 64);
+  std::vector<int64_t> all(64);
+  for (int64_t i = 0; i < 64; ++i) all[i] = i;
+  const Batch b = assembleBatch(data, all, AugmentOptions{}, 0, 0, /*channelsLast=*/true);
+  auto model = seededModel();
+  {
+    torch::NoGradGuard noGrad;
+    for (auto& p : model->parameters()) {
+      if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+    }
+  }
+  model->train();  // BatchNorm on the batch's statistics, as in training
+  torch::NoGradGuard noGrad;
+  const torch::Tensor logp = torch::log_softmax(model->forward(b.images).to(torch::kDouble), 1);
+  const torch::Tensor ce = -logp.gather(1, b.labels.unsqueeze(1)).squeeze(1);
+  const double plain = ce.mean().item<double>();
+  const double smoothed = ((1 - alpha) * ce - alpha * logp.mean(1)).mean().item<double>();
+  EXPECT_NEAR(trainerLoss, smoothed, 1e-5 * smoothed);
+  EXPECT_GT(std::abs(smoothed - plain), 100 * 1e-5 * smoothed);  // the test can tell them apart
+}
+
+// optim.weight_decay reaches the regular weights and not the excluded ones:
+// after one Nesterov SGD step from the same weights on the same batch, the
+// weights with decay differ from those without by -lr·(1+m)·wd·w0 exactly
+// (the gradient is the same), BatchNorm parameters and biases not at all.
+TEST(TrainerWiring, WeightDecayReachesTheRegularWeightsOnly) {
+  const double lr = 0.1, momentum = 0.9, wd = 0.05;
+  auto run = [&](double decay) {
+    Config c = defaultTrainingConfig();
+    c.set(fmt::format("optim.lr={}", lr));
+    c.set(fmt::format("optim.momentum={}", momentum));
+    c.set("optim.nesterov=true");
+    c.set(fmt::format("optim.weight_decay={}", decay));
+    c.set("schedule.warmup_epochs=0");  // the first step at the peak lr
+    auto model = seededModel();
+    double loss = 0;
+    oneStep(c, fmt::format("decay_{}", decay), model, &loss);
+    return model;
+  };
+  const auto w0 = seededModel()->named_parameters();
+  const auto without = run(0.0)->named_parameters();
+  const auto with = run(wd)->named_parameters();
+  int regular = 0;
+  for (const auto& item : w0) {
+    const std::string& name = item.key();
+    const torch::Tensor diff = with[name] - without[name];
+    if (item.value().dim() <= 1) {  // BatchNorm weights and biases: excluded
+      EXPECT_TRUE(torch::equal(with[name], without[name])) << name;
+      continue;
+    }
+    ++regular;
+    const torch::Tensor want = -lr * (1 + momentum) * wd * item.value();
+    EXPECT_TRUE(torch::allclose(diff, want, 1e-3, 1e-6)) << name;
+    EXPECT_GT(want.abs().max().item<double>(), 1e-4) << name;  // large enough to see
+  }
+  EXPECT_EQ(regular, 6);  // five convolutions and the classifier
+}
+
+// With two ranks, evaluation and model.pt use the same BatchNorm statistics
+// (their mean over the ranks): the accuracy reported is that of the model
+// each rank holds afterwards, evaluated here on the whole test set.
+TEST(TrainerWiring, ReportedAccuracyIsThatOfTheSavedModel) {
+  auto comms = makeInProcessGroup(2);
+  const std::string dir = ::testing::TempDir() + "/bn_stats_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  Config c = defaultTrainingConfig();
+  c.set("data.train_samples=2048");
+  c.set("data.eval_samples=1000");
+  c.set("train.epochs=1");
+  c.set("train.batch_size=64");
+  c.set("run.threads=1");
+  std::vector<TrainingJob> jobs(2);
+  for (auto& job : jobs) job.model = seededModel();
+  std::vector<TrainResult> results(2);
+  onRanks(2, [&](int r) {
+    TrainOptions o;
+    o.comm = comms[r].get();
+    o.runDir = dir;
+    o.verbosity = Verbosity::kQuiet;
+    results[r] = train(c, o, jobs[r]);
+  });
+  const auto b0 = jobs[0].model->named_buffers(), b1 = jobs[1].model->named_buffers();
+  for (const auto& item : b0) {
+    EXPECT_TRUE(torch::equal(item.value(), b1[item.key()])) << item.key();
+  }
+  // Rank 0's model, as model.pt has it, on all 1,000 test images.
+  const auto saved = readStateDict(dir + "/model.pt");
+  auto model = seededModel();
+  {
+    torch::NoGradGuard noGrad;
+    for (auto& item : model->named_parameters()) item.value().copy_(saved.at(item.key()));
+    for (auto& item : model->named_buffers()) item.value().copy_(saved.at(item.key()));
+  }
+  // Evaluated as the ranks do (channels-last, one batch per rank's half),
+  // so no kernel's rounding can flip a borderline image.
+  torch::NoGradGuard noGrad;
+  for (auto& p : model->parameters()) {
+    if (p.dim() == 4) p.set_data(p.contiguous(at::MemoryFormat::ChannelsLast));
+  }
+  model->eval();
+  const Dataset test = takeFirst(loadFashionMnist("", "test"), 1000);
+  int64_t correct = 0;
+  for (int64_t half = 0; half < 2; ++half) {
+    std::vector<int64_t> idx(500);
+    for (int64_t i = 0; i < 500; ++i) idx[i] = half * 500 + i;
+    const Batch b = assembleBatch(test, idx, AugmentOptions{}, 0, 0, /*channelsLast=*/true);
+    correct += model->forward(b.images).argmax(1).eq(b.labels).sum().item<int64_t>();
+  }
+  EXPECT_EQ(results[0].finalAccuracy, correct / 1000.0);
   std::filesystem::remove_all(dir);
 }
 

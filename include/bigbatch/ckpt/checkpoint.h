@@ -46,6 +46,12 @@ struct Checkpoint {
   std::map<std::string, double> counters;
 };
 
+// The buffers a checkpoint's model evaluates with: rank 0's, or with
+// `average` (train.average_bn_stats) the mean over its ranks of the
+// floating-point ones where the ranks differ (a mid-epoch checkpoint; after
+// an evaluation every rank holds the mean already, taken as it is).
+NamedTensors evaluationBuffers(const Checkpoint& c, bool average);
+
 // Serialised bytes and back. parseCheckpoint throws InvalidArgument naming
 // `origin` and what is wrong (not a checkpoint, another version, a missing
 // or mistyped field) — never crashes on arbitrary bytes.

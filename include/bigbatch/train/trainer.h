@@ -42,9 +42,10 @@ struct TrainOptions {
   std::string runDir;      // overrides run.dir when non-empty
   bool overwrite = false;  // allow a run directory that already holds a run
   Verbosity verbosity = Verbosity::kNormal;
-  // A state-dict file (model.pt of a run, `bigbatch export`, or Python's
-  // torch.save(model.state_dict())) to start from instead of the seed's
-  // initialisation; names and shapes must match the model.
+  // A state-dict file (model.pt of a run or `bigbatch export`) to start
+  // from instead of the seed's initialisation; names and shapes must match
+  // the model. Files written by Python's torch.save cannot be read
+  // (libtorch 1.13's unpickler does not rebuild their OrderedDict; README).
   std::string initFrom;
   // Continue from a checkpoint: "auto" (this run's newest, or a fresh start
   // when there is none) or a checkpoint file or directory (resume.h).
@@ -58,7 +59,9 @@ struct TrainOptions {
   // this process alone.
   Communicator* comm = nullptr;
   // Called on every rank after every optimizer step (costs one small
-  // collective per step for the global loss).
+  // collective per step for the global loss). Set it on every rank or on
+  // none: the ranks check at the start and stop with a MismatchError
+  // otherwise.
   std::function<void(const StepRecord&)> onStep;
 };
 

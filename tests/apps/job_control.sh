@@ -1,0 +1,34 @@
+# Sourced by the tests that act on a running `bigbatch train --workers N`
+# job from outside, as a user or a scheduler would.
+
+# signal_a_rank LAUNCHER_PID LOG SIGNAL: waits until training has started
+# (the first exchange logged "allreduce:" to LOG), then sends SIGNAL to one
+# rank; sets `victim` (its pid) and `victim_rank` (its MPI rank). The
+# launcher became mpirun (same PID) and its newest child is a rank
+# (matching by command line could hit another test's bigbatch).
+signal_a_rank() {
+  local launcher=$1 log=$2 signal=$3
+  for _ in $(seq 1 600); do
+    grep -q "allreduce:" "$log" 2>/dev/null && break
+    sleep 0.1
+  done
+  victim=$(pgrep -P "$launcher" -n)
+  [ -n "$victim" ] || return 1
+  victim_rank=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+  kill -"$signal" "$victim"
+}
+
+# wait_for_job LAUNCHER_PID LIMIT: waits up to LIMIT seconds for the job to
+# end; sets `rc` to its exit status, or kills it and returns 1 (a hang).
+wait_for_job() {
+  local launcher=$1 limit=$2
+  for _ in $(seq 1 $((limit * 10))); do
+    kill -0 "$launcher" 2>/dev/null || break
+    sleep 0.1
+  done
+  if kill -0 "$launcher" 2>/dev/null; then
+    pkill -9 -P "$launcher"; kill -9 "$launcher"
+    return 1
+  fi
+  wait "$launcher"; rc=$?
+}
