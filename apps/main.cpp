@@ -85,6 +85,43 @@ int runTrain(const std::string& configPath, const std::vector<std::string>& sets
   return 0;
 }
 
+// `bigbatch export SOURCE OUT.pt`: a run directory's model.pt, a weights
+// file, or a training checkpoint's weights with the BatchNorm statistics its
+// run evaluates with (the mean over its ranks, or rank 0's), as a state dict
+// Python's torch.load reads.
+int runExport(const std::string& exportSource, const std::string& exportTarget) {
+  std::string source = exportSource;
+  if (std::filesystem::is_directory(source)) {
+    source = (std::filesystem::path(source) / "model.pt").string();
+    BIGBATCH_REQUIRE(std::filesystem::exists(source), bigbatch::IoError,
+                     "run directory '{}' holds no model.pt: the run did not finish (only a "
+                     "completed run writes its weights)",
+                     exportSource);
+  }
+  c10::Dict<std::string, at::Tensor> dict;
+  std::string what = "weights";
+  try {
+    const bigbatch::Checkpoint k = bigbatch::readCheckpoint(source);
+    bigbatch::Config written = bigbatch::defaultTrainingConfig();
+    bool average = true;
+    try {
+      written.mergeToml(k.config, source);
+      average = written.getBool("train.average_bn_stats");
+    } catch (const bigbatch::Error&) {
+      average = false;  // a config this version cannot read: rank 0's, as before
+    }
+    for (const auto& [name, t] : k.parameters) dict.insert(name, t);
+    for (const auto& [name, t] : bigbatch::evaluationBuffers(k, average)) dict.insert(name, t);
+    what = fmt::format("checkpoint weights (step {})", k.globalStep);
+  } catch (const bigbatch::InvalidArgument&) {
+    dict = bigbatch::readStateDict(source);  // not a checkpoint: a weights file
+  }
+  bigbatch::writeStateDict(dict, exportTarget);
+  std::printf("wrote %zu tensors of %s to %s (Python: torch.load(\"%s\"))\n", dict.size(),
+              what.c_str(), exportTarget.c_str(), exportTarget.c_str());
+  return 0;
+}
+
 // Ends a failed run. In a multi-rank MPI job, MPI_Abort ends every rank (a
 // peer blocked in a collective would otherwise wait for its deadline, and
 // MPI_Finalize could wait for ranks that are gone); the message is out first.
@@ -284,40 +321,7 @@ int main(int argc, char** argv) {
       }
       return 0;
     }
-    if (*exportCmd) {
-      std::string source = exportSource;
-      if (std::filesystem::is_directory(source)) {
-        source = (std::filesystem::path(source) / "model.pt").string();
-        BIGBATCH_REQUIRE(std::filesystem::exists(source), bigbatch::IoError,
-                         "run directory '{}' holds no model.pt: the run did not finish (only a "
-                         "completed run writes its weights)",
-                         exportSource);
-      }
-      c10::Dict<std::string, at::Tensor> dict;
-      std::string what = "weights";
-      try {
-        // A training checkpoint: its weights and the BatchNorm statistics
-        // its run evaluates with (the mean over its ranks, or rank 0's).
-        const bigbatch::Checkpoint k = bigbatch::readCheckpoint(source);
-        bigbatch::Config written = bigbatch::defaultTrainingConfig();
-        bool average = true;
-        try {
-          written.mergeToml(k.config, source);
-          average = written.getBool("train.average_bn_stats");
-        } catch (const bigbatch::Error&) {
-          average = false;  // a config this version cannot read: rank 0's, as before
-        }
-        for (const auto& [name, t] : k.parameters) dict.insert(name, t);
-        for (const auto& [name, t] : bigbatch::evaluationBuffers(k, average)) dict.insert(name, t);
-        what = fmt::format("checkpoint weights (step {})", k.globalStep);
-      } catch (const bigbatch::InvalidArgument&) {
-        dict = bigbatch::readStateDict(source);
-      }
-      bigbatch::writeStateDict(dict, exportTarget);
-      std::printf("wrote %zu tensors of %s to %s (Python: torch.load(\"%s\"))\n", dict.size(),
-                  what.c_str(), exportTarget.c_str(), exportTarget.c_str());
-      return 0;
-    }
+    if (*exportCmd) return runExport(exportSource, exportTarget);
     if (*benchAllreduce) {
       ar.memcpy = !noMemcpy;
       return bigbatch::runBenchAllreduce(ar);

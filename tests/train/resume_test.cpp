@@ -263,6 +263,30 @@ TEST(Checkpoint, CorruptOrTruncatedFilesAreRefusedByName) {
   }
 }
 
+// What `bigbatch export CHECKPOINT` gives Python: with train.average_bn_stats
+// the mean of the ranks' statistics where they differ (mid-epoch), rank 0's
+// as they are where every rank holds the same (after an evaluation: a mean
+// of equal values could round), and rank 0's with the option off.
+TEST(Checkpoint, EvaluationBuffersAreTheRanksMean) {
+  Checkpoint k;
+  k.rankBuffers = {{{"bn.running_mean", torch::tensor({1.0f, 2.0f})},
+                    {"bn.num_batches_tracked", torch::tensor(int64_t{7})}},
+                   {{"bn.running_mean", torch::tensor({3.0f, 2.0f})},
+                    {"bn.num_batches_tracked", torch::tensor(int64_t{7})}},
+                   {{"bn.running_mean", torch::tensor({5.0f, 2.0f})},
+                    {"bn.num_batches_tracked", torch::tensor(int64_t{7})}}};
+  const NamedTensors mean = evaluationBuffers(k, /*average=*/true);
+  ASSERT_EQ(mean.size(), 2u);
+  EXPECT_TRUE(torch::equal(mean[0].second, torch::tensor({3.0f, 2.0f})));
+  EXPECT_TRUE(torch::equal(mean[1].second, torch::tensor(int64_t{7})));
+  EXPECT_TRUE(torch::equal(evaluationBuffers(k, false)[0].second, torch::tensor({1.0f, 2.0f})));
+  const float x = 0.813270211f;  // (x + x + x) / 3 is not x in float32
+  const torch::Tensor same = torch::full({2}, x);
+  ASSERT_FALSE(torch::equal((same + same + same) / 3, same));
+  for (auto& rank : k.rankBuffers) rank[0].second = same.clone();
+  EXPECT_TRUE(torch::equal(evaluationBuffers(k, true)[0].second, same));
+}
+
 TEST(Checkpoint, KeepsTheNewest) {
   const std::string dir = tempDir("keep");
   fs::remove_all(dir);
