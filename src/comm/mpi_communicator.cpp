@@ -239,10 +239,11 @@ std::unique_ptr<SharedSegment> MpiCommunicator::allocateShared(size_t slotBytes)
 
 void MpiCommunicator::postError(const std::string& message) {
   // The buffers must outlive the sends, which are never waited for: kept
-  // until the process ends (a deque never moves its strings; never
-  // destroyed, since MPI_Finalize runs from atexit after static destructors
-  // and may still read them). The mutex only guards the deque: MPI itself
-  // is entered by one thread at a time (the caller serialises).
+  // until the process ends (a deque never moves its strings) and never
+  // destroyed — a static made after MPI_Init would be destroyed before
+  // MPI_Finalize, which runs from the atexit handler registered then and may
+  // still read them. The mutex only guards the deque: MPI itself is entered
+  // by one thread at a time (the caller serialises).
   static std::mutex mutex;
   static auto* keepAlive = new std::deque<std::string>;
   std::lock_guard<std::mutex> lock(mutex);
