@@ -44,7 +44,7 @@ struct CheckpointPlan {
 // by modelOptions() and pipelineOptionsFor() once the data is loaded.
 struct RunRecipe {
   uint64_t seed = 1;
-  int64_t threads = 0;  // run.threads (0: cores ÷ ranks, resolved by the run)
+  int64_t threads = 0;  // run.threads (0: from the CPUs each rank may use, resolved by the run)
   bool channelsLast = true;
   // Data (data.*): the source and how much of it.
   std::string dataset, dataPath;
