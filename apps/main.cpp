@@ -13,22 +13,21 @@
 // Every error a user can cause ends with a one-line message naming the problem
 // and the fix, and exit status 1 (2 for a malformed command line).
 #include <CLI/CLI.hpp>
-
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
 #include <tuple>
 
+#include "bench_allreduce.h"
+#include "bench_optim.h"
+#include "bench_pipeline.h"
+#include "bigbatch/ckpt/checkpoint.h"
 #include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/comm/mpi_communicator.h"
-#include "bigbatch/ckpt/checkpoint.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/timeline.h"
 #include "bigbatch/train/trainer.h"
-#include "bench_allreduce.h"
-#include "bench_optim.h"
-#include "bench_pipeline.h"
 #include "launch_workers.h"
 #include "plot.h"
 #include "process_env.h"
@@ -50,36 +49,82 @@ CLI::Validator atLeast(long long lo) {
       "");
 }
 
-int runTrain(const std::string& configPath, const std::vector<std::string>& sets,
-             const std::string& runDir, bool overwrite, bool quiet, bool verbose, int workers,
-             const std::string& initFrom, const std::string& resume,
-             const std::string& timelinePath, const std::string& timelineSteps, int argc,
-             char** argv) {
+// `bigbatch train`'s command line.
+struct TrainArgs {
+  std::string configPath;
+  std::vector<std::string> sets;
+  std::string runDir;
+  bool overwrite = false, quiet = false, verbose = false;
+  int workers = 0;  // 0: run.workers
+  std::string initFrom, resume;
+  std::string timelinePath, timelineSteps = "1-100";
+};
+
+CLI::App* addTrainCommand(CLI::App& app, TrainArgs& a) {
+  auto* train = app.add_subcommand("train", "train a model from a TOML recipe (see configs/)");
+  train->add_option("config", a.configPath, "TOML recipe, e.g. configs/default.toml")
+      ->required()
+      ->check(CLI::ExistingFile);
+  train->add_option("--set", a.sets,
+                    "override one config key, e.g. --set optim.lr=0.2 (repeatable; "
+                    "`bigbatch keys` lists every key; default: none)");
+  train->add_option("--run-dir", a.runDir,
+                    "run directory (default: run.dir, else runs/<config stem>-<UTC timestamp>)");
+  train->add_flag("--overwrite", a.overwrite,
+                  "reuse a run directory that already holds a run (default: refuse)");
+  train
+      ->add_option("--init-from", a.initFrom,
+                   "start from the weights of a state-dict file (a run's model.pt or a `bigbatch "
+                   "export`; names and shapes must match); default: initialise from run.seed")
+      ->check(CLI::ExistingFile);
+  train->add_option("--resume", a.resume,
+                    "continue from a checkpoint: auto (this run's newest: in --run-dir/run.dir, "
+                    "else the newest runs/<config stem>-* that has one; none: start fresh) or a "
+                    "checkpoint file or directory; default: start fresh");
+  train->add_option("--timeline", a.timelinePath,
+                    "write a Chrome-trace timeline (chrome://tracing, Perfetto) of the traced "
+                    "steps to this file: per rank data, forward, backward, each bucket's "
+                    "allreduce, comm wait, optimizer, evaluation (default: none)");
+  train
+      ->add_option("--timeline-steps", a.timelineSteps,
+                   "steps to trace, FIRST-LAST, 1-based across epochs (bounds the file size)")
+      ->capture_default_str();
+  train
+      ->add_option("--workers", a.workers,
+                   "ranks to start on this machine through mpirun (default: run.workers, 1); "
+                   "under mpirun MPI sets the world size")
+      ->check(CLI::Range(1, 4096));
+  train->add_flag("-q,--quiet", a.quiet, "print only errors and warnings (default: off)");
+  train->add_flag("-v,--verbose", a.verbose, "print debug messages (default: off)");
+  return train;
+}
+
+int runTrain(const TrainArgs& a, int argc, char** argv) {
   bigbatch::Config config = bigbatch::defaultTrainingConfig();
-  config.mergeFile(configPath);
-  for (const auto& s : sets) config.set(s);
+  config.mergeFile(a.configPath);
+  for (const auto& s : a.sets) config.set(s);
   // Bad input fails here, once, before any rank starts.
   bigbatch::validateTrainingConfig(config);
-  const auto traced = bigbatch::parseStepRange(timelineSteps);
-  BIGBATCH_REQUIRE(resume.empty() || initFrom.empty(), bigbatch::InvalidArgument,
+  const auto traced = bigbatch::parseStepRange(a.timelineSteps);
+  BIGBATCH_REQUIRE(a.resume.empty() || a.initFrom.empty(), bigbatch::InvalidArgument,
                    "--resume and --init-from were both given; a resume restores the weights from "
                    "the checkpoint, so drop --init-from");
-  if (workers == 0) workers = static_cast<int>(config.getInt("run.workers"));
+  const int workers = a.workers > 0 ? a.workers : static_cast<int>(config.getInt("run.workers"));
   if (bigbatch::shouldLaunchWorkers(workers)) {
     bigbatch::launchWorkers(workers, static_cast<int>(config.getInt("run.threads")), argc, argv);
   }
   bigbatch::pinLaunchedRank();  // a rank of --workers: its own CPUs, before any thread starts
   bigbatch::TrainOptions options;
-  options.configPath = configPath;
-  options.runDir = runDir;
-  options.overwrite = overwrite;
-  options.initFrom = initFrom;
-  options.resume = resume;
-  options.timelinePath = timelinePath;
+  options.configPath = a.configPath;
+  options.runDir = a.runDir;
+  options.overwrite = a.overwrite;
+  options.initFrom = a.initFrom;
+  options.resume = a.resume;
+  options.timelinePath = a.timelinePath;
   std::tie(options.timelineFirstStep, options.timelineLastStep) = traced;
-  options.verbosity = quiet     ? bigbatch::Verbosity::kQuiet
-                      : verbose ? bigbatch::Verbosity::kVerbose
-                                : bigbatch::Verbosity::kNormal;
+  options.verbosity = a.quiet     ? bigbatch::Verbosity::kQuiet
+                      : a.verbose ? bigbatch::Verbosity::kVerbose
+                                  : bigbatch::Verbosity::kNormal;
   bigbatch::TrainResult result = bigbatch::train(config, options);
   (void)result;
   return 0;
@@ -122,6 +167,22 @@ int runExport(const std::string& exportSource, const std::string& exportTarget) 
   return 0;
 }
 
+// `bigbatch plot`: run directories share each chart; a scaling CSV gets its own.
+int runPlot(const std::vector<std::string>& sources, const std::string& out) {
+  std::vector<std::string> runDirs;
+  for (const auto& arg : sources) {
+    if (std::filesystem::is_directory(arg)) {
+      runDirs.push_back(arg);
+    } else {
+      std::printf("wrote %s\n", bigbatch::plotScaling(arg, out).c_str());
+    }
+  }
+  if (!runDirs.empty()) {
+    for (const auto& png : bigbatch::plotRuns(runDirs, out)) std::printf("wrote %s\n", png.c_str());
+  }
+  return 0;
+}
+
 // Ends a failed run. In a multi-rank MPI job, MPI_Abort ends every rank (a
 // peer blocked in a collective would otherwise wait for its deadline, and
 // MPI_Finalize could wait for ranks that are gone); the message is out first.
@@ -147,46 +208,8 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   app.set_version_flag("--version", "bigbatch 0.1.0");
 
-  auto* train = app.add_subcommand("train", "train a model from a TOML recipe (see configs/)");
-  std::string configPath;
-  std::vector<std::string> sets;
-  std::string runDir;
-  bool overwrite = false, quiet = false, verbose = false;
-  train->add_option("config", configPath, "TOML recipe, e.g. configs/default.toml")
-      ->required()
-      ->check(CLI::ExistingFile);
-  train->add_option("--set", sets,
-                    "override one config key, e.g. --set optim.lr=0.2 (repeatable; "
-                    "`bigbatch keys` lists every key; default: none)");
-  train->add_option("--run-dir", runDir,
-                    "run directory (default: run.dir, else runs/<config stem>-<UTC timestamp>)");
-  train->add_flag("--overwrite", overwrite,
-                  "reuse a run directory that already holds a run (default: refuse)");
-  std::string initFrom;
-  train->add_option("--init-from", initFrom,
-                    "start from the weights of a state-dict file (a run's model.pt or a `bigbatch "
-                    "export`; names and shapes must match); default: initialise from run.seed")
-      ->check(CLI::ExistingFile);
-  std::string resume;
-  train->add_option("--resume", resume,
-                    "continue from a checkpoint: auto (this run's newest: in --run-dir/run.dir, "
-                    "else the newest runs/<config stem>-* that has one; none: start fresh) or a "
-                    "checkpoint file or directory; default: start fresh");
-  std::string timelinePath, timelineSteps = "1-100";
-  train->add_option("--timeline", timelinePath,
-                    "write a Chrome-trace timeline (chrome://tracing, Perfetto) of the traced "
-                    "steps to this file: per rank data, forward, backward, each bucket's "
-                    "allreduce, comm wait, optimizer, evaluation (default: none)");
-  train->add_option("--timeline-steps", timelineSteps,
-                    "steps to trace, FIRST-LAST, 1-based across epochs (bounds the file size)")
-      ->capture_default_str();
-  int workers = 0;
-  train->add_option("--workers", workers,
-                    "ranks to start on this machine through mpirun (default: run.workers, 1); "
-                    "under mpirun MPI sets the world size")
-      ->check(CLI::Range(1, 4096));
-  train->add_flag("-q,--quiet", quiet, "print only errors and warnings (default: off)");
-  train->add_flag("-v,--verbose", verbose, "print debug messages (default: off)");
+  TrainArgs trainArgs;
+  auto* train = addTrainCommand(app, trainArgs);
 
   auto* keys = app.add_subcommand("keys", "list every config key with its type, default and range");
   bool markdown = false;
@@ -195,9 +218,10 @@ int main(int argc, char** argv) {
   auto* exportCmd = app.add_subcommand(
       "export", "write a run's trained weights as a PyTorch state dict (torch.load reads it)");
   std::string exportSource, exportTarget;
-  exportCmd->add_option("source", exportSource,
-                        "a run directory (its model.pt), a weights .pt file, or a checkpoint "
-                        "(its weights and rank 0's BatchNorm statistics)")
+  exportCmd
+      ->add_option("source", exportSource,
+                   "a run directory (its model.pt), a weights .pt file, or a checkpoint "
+                   "(its weights and the BatchNorm statistics its run evaluates with)")
       ->required()
       ->check(CLI::ExistingPath);
   exportCmd->add_option("output", exportTarget, "the .pt file to write")->required();
@@ -206,9 +230,10 @@ int main(int argc, char** argv) {
       "plot", "PNG charts of runs: accuracy, loss, learning rate, img/s (gnuplot)");
   std::vector<std::string> plotRunsArg;
   std::string plotOut = "plots";
-  plotCmd->add_option("runs", plotRunsArg,
-                      "run directories (several runs share each chart), and/or a scaling "
-                      "benchmark's CSV (bench/scaling.sh) for scaling.png")
+  plotCmd
+      ->add_option("runs", plotRunsArg,
+                   "run directories (several runs share each chart), and/or a scaling "
+                   "benchmark's CSV (bench/scaling.sh) for scaling.png")
       ->required()
       ->check(CLI::ExistingPath);
   plotCmd->add_option("-o,--out", plotOut, "directory for the PNG files")->capture_default_str();
@@ -229,7 +254,8 @@ int main(int argc, char** argv) {
                    "comma-separated: auto, shm, hierarchical, ring, halving_doubling, "
                    "recursive_doubling, mpi")
       ->capture_default_str();
-  benchAllreduce->add_option("--type", ar.type, "float32, bfloat16 or float16")->capture_default_str();
+  benchAllreduce->add_option("--type", ar.type, "float32, bfloat16 or float16")
+      ->capture_default_str();
   benchAllreduce
       ->add_option("--iters", ar.iterations,
                    "timed calls per size and algorithm (0: about 2 GB moved, 5 to 200)")
@@ -252,28 +278,41 @@ int main(int argc, char** argv) {
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   bool noMemcpy = false;
-  benchAllreduce->add_flag("--no-memcpy", noMemcpy, "omit the memcpy reference rows (default: shown)");
-  benchAllreduce->add_flag("--json", ar.json, "one JSON object per row instead of the table (default: off)");
+  benchAllreduce->add_flag("--no-memcpy", noMemcpy,
+                           "omit the memcpy reference rows (default: shown)");
+  benchAllreduce->add_flag("--json", ar.json,
+                           "one JSON object per row instead of the table (default: off)");
   bigbatch::BenchOptimOptions bo;
   auto* benchOptim = bench->add_subcommand(
       "optim", "fused optimizer step vs the per-tensor ATen loop, and the memory-bandwidth bound");
-  benchOptim->add_option("--models", bo.models, "parameter sets: resnet50 (161 tensors, 25.6 M values), cnn (the default model)")
+  benchOptim
+      ->add_option("--models", bo.models,
+                   "parameter sets: resnet50 (161 tensors, 25.6 M values), cnn (the default model)")
       ->capture_default_str();
   benchOptim->add_option("--optimizers", bo.optimizers, "lars, lamb, sgd")->capture_default_str();
-  benchOptim->add_option("--iterations", bo.iterations, "timed steps per path; 0: 4e8 / parameter values, within 20..5000 (20 for ResNet-50)")
+  benchOptim
+      ->add_option(
+          "--iterations", bo.iterations,
+          "timed steps per path; 0: 4e8 / parameter values, within 20..5000 (20 for ResNet-50)")
       ->check(atLeast(0))
       ->capture_default_str();
   benchOptim->add_option("--threads", bo.threads, "intra-op threads; 0: all cores")
       ->check(atLeast(0))
       ->capture_default_str();
-  benchOptim->add_flag("--json", bo.json, "one JSON object per row instead of the table (default: off)");
+  benchOptim->add_flag("--json", bo.json,
+                       "one JSON object per row instead of the table (default: off)");
 
   bigbatch::BenchPipelineOptions bp;
   auto* benchPipeline = bench->add_subcommand(
-      "pipeline", "input pipeline on a folder of JPEGs: decode, random resized crop, flip, "
-                  "normalise, batch (bench/pipeline_bench.sh compares torchvision)");
-  benchPipeline->add_option("--dir", bp.dir, "root/<class>/<image>.jpg (bench/make_jpeg_folder.py); default: synthetic 500x375 images");
-  benchPipeline->add_option("--workers", bp.workers, "decode threads (and as many augment threads; one read thread)")
+      "pipeline",
+      "input pipeline on a folder of JPEGs: decode, random resized crop, flip, "
+      "normalise, batch (bench/pipeline_bench.sh compares torchvision)");
+  benchPipeline->add_option(
+      "--dir", bp.dir,
+      "root/<class>/<image>.jpg (bench/make_jpeg_folder.py); default: synthetic 500x375 images");
+  benchPipeline
+      ->add_option("--workers", bp.workers,
+                   "decode threads (and as many augment threads; one read thread)")
       ->check(atLeast(1))
       ->capture_default_str();
   benchPipeline->add_option("--size", bp.size, "output crop side in pixels")
@@ -291,7 +330,8 @@ int main(int argc, char** argv) {
   benchPipeline->add_option("--cache-mb", bp.cacheMb, "decoded-image cache budget in MiB (0: none)")
       ->check(atLeast(0))
       ->capture_default_str();
-  benchPipeline->add_flag("--json", bp.json, "one JSON object per epoch instead of the table (default: off)");
+  benchPipeline->add_flag("--json", bp.json,
+                          "one JSON object per epoch instead of the table (default: off)");
 
   try {
     app.parse(argc, argv);
@@ -304,23 +344,9 @@ int main(int argc, char** argv) {
 
   try {
     if (*train) {
-      return runTrain(configPath, sets, runDir, overwrite, quiet, verbose, workers, initFrom,
-                      resume, timelinePath, timelineSteps, argc, argv);
+      return runTrain(trainArgs, argc, argv);
     }
-    if (*plotCmd) {
-      std::vector<std::string> runDirs;
-      for (const auto& arg : plotRunsArg) {
-        if (std::filesystem::is_directory(arg)) {
-          runDirs.push_back(arg);
-        } else {
-          std::printf("wrote %s\n", bigbatch::plotScaling(arg, plotOut).c_str());
-        }
-      }
-      if (!runDirs.empty()) {
-        for (const auto& png : bigbatch::plotRuns(runDirs, plotOut)) std::printf("wrote %s\n", png.c_str());
-      }
-      return 0;
-    }
+    if (*plotCmd) return runPlot(plotRunsArg, plotOut);
     if (*exportCmd) return runExport(exportSource, exportTarget);
     if (*benchAllreduce) {
       ar.memcpy = !noMemcpy;
