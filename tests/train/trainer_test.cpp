@@ -35,6 +35,30 @@ void onRanks(int n, const std::function<void(int)>& body) {
   for (auto& t : ranks) t.join();
 }
 
+// Trains one in-process rank per job (a thread each, with the job's own
+// model) on `c` into `dir`: each rank's result and error ("" if none).
+struct RankRuns {
+  std::vector<TrainResult> results;
+  std::vector<std::string> errors;
+};
+RankRuns trainInProcess(const Config& c, const std::string& dir, std::vector<TrainingJob>& jobs) {
+  const int n = static_cast<int>(jobs.size());
+  auto comms = makeInProcessGroup(n);
+  RankRuns runs{std::vector<TrainResult>(n), std::vector<std::string>(n)};
+  onRanks(n, [&](int r) {
+    TrainOptions o;
+    o.comm = comms[r].get();
+    o.runDir = dir;
+    o.verbosity = Verbosity::kQuiet;
+    try {
+      runs.results[r] = train(c, o, jobs[r]);
+    } catch (const std::exception& e) {
+      runs.errors[r] = e.what();
+    }
+  });
+  return runs;
+}
+
 std::vector<nlohmann::json> readMllog(const std::string& path) {
   std::ifstream in(path);
   std::vector<nlohmann::json> lines;
@@ -279,7 +303,6 @@ TEST(LargeBatchRun, KfacOnTwoRanksTrainsAndKeepsTheirWeightsIdentical) {
   // its own copy of the seeded model: K-FAC's factors come from both ranks'
   // samples, summed, so every rank preconditions the same averaged gradient
   // with the same factors and the weights stay bit-identical.
-  auto comms = makeInProcessGroup(2);
   const std::string dir = ::testing::TempDir() + "/kfac_run_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   Config c = defaultTrainingConfig();
@@ -302,23 +325,12 @@ TEST(LargeBatchRun, KfacOnTwoRanksTrainsAndKeepsTheirWeightsIdentical) {
     torch::manual_seed(1);
     job.model = buildModel(ModelOptions{});
   }
-  std::vector<TrainResult> results(2);
-  std::vector<std::string> errors(2);
-  onRanks(2, [&](int r) {
-    TrainOptions o;
-    o.comm = comms[r].get();
-    o.runDir = dir;
-    o.verbosity = Verbosity::kQuiet;
-    try {
-      results[r] = train(c, o, jobs[r]);
-    } catch (const std::exception& e) {
-      errors[r] = e.what();
-    }
-  });
-  ASSERT_TRUE(errors[0].empty() && errors[1].empty()) << errors[0] << " / " << errors[1];
-  EXPECT_EQ(results[0].steps, 2 * 4096 / 512);
-  EXPECT_LT(results[0].lastLoss, 0.8 * results[0].firstLoss);
-  EXPECT_GT(results[0].finalAccuracy, 0.5);  // chance is 0.1
+  const RankRuns runs = trainInProcess(c, dir, jobs);
+  ASSERT_TRUE(runs.errors[0].empty() && runs.errors[1].empty())
+      << runs.errors[0] << " / " << runs.errors[1];
+  EXPECT_EQ(runs.results[0].steps, 2 * 4096 / 512);
+  EXPECT_LT(runs.results[0].lastLoss, 0.8 * runs.results[0].firstLoss);
+  EXPECT_GT(runs.results[0].finalAccuracy, 0.5);  // chance is 0.1
   const auto p0 = jobs[0].model->named_parameters(), p1 = jobs[1].model->named_parameters();
   for (const auto& item : p0) {
     EXPECT_TRUE(torch::equal(item.value(), p1[item.key()])) << item.key();
@@ -575,7 +587,6 @@ TEST(TrainerWiring, WeightDecayReachesTheRegularWeightsOnly) {
 // (their mean over the ranks): the accuracy reported is that of the model
 // each rank holds afterwards, evaluated here on the whole test set.
 TEST(TrainerWiring, ReportedAccuracyIsThatOfTheSavedModel) {
-  auto comms = makeInProcessGroup(2);
   const std::string dir = ::testing::TempDir() + "/bn_stats_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   Config c = defaultTrainingConfig();
@@ -586,14 +597,9 @@ TEST(TrainerWiring, ReportedAccuracyIsThatOfTheSavedModel) {
   c.set("run.threads=1");
   std::vector<TrainingJob> jobs(2);
   for (auto& job : jobs) job.model = seededModel();
-  std::vector<TrainResult> results(2);
-  onRanks(2, [&](int r) {
-    TrainOptions o;
-    o.comm = comms[r].get();
-    o.runDir = dir;
-    o.verbosity = Verbosity::kQuiet;
-    results[r] = train(c, o, jobs[r]);
-  });
+  const RankRuns runs = trainInProcess(c, dir, jobs);
+  ASSERT_TRUE(runs.errors[0].empty() && runs.errors[1].empty())
+      << runs.errors[0] << " / " << runs.errors[1];
   const auto b0 = jobs[0].model->named_buffers(), b1 = jobs[1].model->named_buffers();
   for (const auto& item : b0) {
     EXPECT_TRUE(torch::equal(item.value(), b1[item.key()])) << item.key();
@@ -621,7 +627,7 @@ TEST(TrainerWiring, ReportedAccuracyIsThatOfTheSavedModel) {
     const Batch b = assembleBatch(test, idx, AugmentOptions{}, 0, 0, /*channelsLast=*/true);
     correct += model->forward(b.images).argmax(1).eq(b.labels).sum().item<int64_t>();
   }
-  EXPECT_EQ(results[0].finalAccuracy, correct / 1000.0);
+  EXPECT_EQ(runs.results[0].finalAccuracy, correct / 1000.0);
   std::filesystem::remove_all(dir);
 }
 
