@@ -1,0 +1,211 @@
+#include "bigbatch/plan/published_records.h"
+
+#include <algorithm>
+
+namespace bigbatch::plan {
+namespace {
+
+constexpr double kGbps = 1.0;
+constexpr double kMiB = 1024.0 * 1024.0;
+
+// Device rates, the same for every record that uses the device.
+//
+// P100, fp32, 32 images per GPU: Goyal et al.'s 8-GPU baseline trains the 90
+// epochs in 29 hours: 90 × 1,281,167 / (29 × 3600 s) / 8 = 138.1 img/s per GPU.
+constexpr double kP100ImgS = 90.0 * 1281167 / (29.0 * 3600) / 8;
+// P40, fp32: no ResNet-50 training figure at hand, so the P100 rate scaled by
+// the fp32 peaks of NVIDIA's data sheets (P40 11.76 TFLOPS, P100 SXM2 10.6).
+constexpr double kP40ImgS = kP100ImgS * 11.76 / 10.6;
+// V100, mixed precision: NVIDIA DeepLearningExamples, MxNet/Classification/
+// RN50v1.5/README.md as first released (mxnet-18.12-py3 container, Dec 2018,
+// contemporary with both V100 records): 1 V100 16 GB, FP16, batch 208:
+// 1,442.6 img/s. At a smaller per-GPU batch the training rate is taken to
+// fall as that README's FP16 inference rate does: 2,954 img/s at 32, 3,428
+// at 64 (linear in between), 3,832 at 208.
+double v100ImgS(int batch) {
+  const double at = batch <= 32 ? 2954 : 2954 + (3428 - 2954) * (batch - 32) / 32.0;
+  return 1442.6 * at / 3832.0;
+}
+
+const char* kLatencySource =
+    "latency: 5 us per message inside a node and over InfiniBand/RoCE, 20 us over TCP "
+    "Ethernet (one rule for every record, typical of NCCL/MPI steps on such fabrics)";
+const char* kShareSource =
+    "backward 2/3 of a step's compute (twice the forward's FLOPs), jitter 2 %, buckets of "
+    "25 MiB, readiness proportional to bytes (the model's defaults, the same for every record)";
+
+}  // namespace
+
+std::vector<PublishedRecord> publishedRecords() {
+  std::vector<PublishedRecord> records;
+
+  PublishedRecord goyal;
+  goyal.id = "goyal2017";
+  goyal.citation =
+      "Goyal et al. 2017, Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour, "
+      "arXiv:1706.02677";
+  goyal.device = "P100 (SXM2), fp32";
+  goyal.cluster.devices = 256;
+  goyal.cluster.devicesPerNode = 8;
+  goyal.cluster.intra = {160 * kGbps, 5};
+  goyal.cluster.inter = {50 * kGbps, 20};
+  goyal.deviceImgS = kP100ImgS;
+  goyal.batchPerDevice = 32;
+  goyal.allreduce = "torus2d";
+  goyal.fusionBytes = 25 * kMiB;
+  goyal.run.epochs = 90;
+  goyal.scalingBaseline = 8;
+  goyal.sources = {
+      "256 P100 in 32 Big Basin servers of 8, 50 Gb/s Ethernet per server, 32 images per "
+      "GPU (batch 8k), fp32, 90 epochs: the paper",
+      "138.1 img/s per GPU: the paper's 8-GPU baseline, 90 epochs in 29 hours",
+      "intra-node 160 Gb/s: one NVLink 1.0 link, 20 GB/s per direction, per ring hop",
+      "allreduce: two-level (the paper reduces inside the server, then across servers): torus2d",
+      kLatencySource,
+      kShareSource};
+  goyal.published = {{"scaling_efficiency", 0.90, "~90 % from 8 to 256 GPUs (abstract)"},
+                     {"time_to_train_s", 3600, "1 hour for 90 epochs (title, abstract)"}};
+  records.push_back(goyal);
+
+  PublishedRecord akiba;
+  akiba.id = "akiba2017";
+  akiba.citation =
+      "Akiba, Suzuki, Fukuda 2017, Extremely Large Minibatch SGD: Training ResNet-50 on "
+      "ImageNet in 15 Minutes, arXiv:1711.04325";
+  akiba.device = "P100, fp32";
+  akiba.cluster.devices = 1024;
+  akiba.cluster.devicesPerNode = 8;
+  akiba.cluster.intra = {96 * kGbps, 5};
+  akiba.cluster.inter = {112 * kGbps, 5};
+  akiba.deviceImgS = kP100ImgS;
+  akiba.batchPerDevice = 32;
+  akiba.allreduce = "torus2d";
+  akiba.fusionBytes = 25 * kMiB;
+  akiba.run.epochs = 90;
+  akiba.sources = {
+      "1024 P100 in 128 nodes of 8 (MN-1), batch 32k = 32 per GPU, 90 epochs: the paper",
+      "inter-node 2 x FDR InfiniBand, 56 Gb/s each, per node: PFN's MN-1 description "
+      "(tech.preferred.jp, 'MN-1: a GPU cluster behind 15-min ImageNet')",
+      "138.1 img/s per GPU: Goyal et al.'s P100 rate at the same 32 images per GPU",
+      "intra-node 96 Gb/s: PCIe 3.0 x16, ~12 GB/s (assumed)",
+      "allreduce: two-level (ChainerMN: NCCL inside the node, MPI ring across nodes): torus2d",
+      kLatencySource,
+      kShareSource};
+  akiba.published = {{"time_to_train_s", 900, "15 minutes for 90 epochs (title, abstract)"},
+                     {"scaling_efficiency", 0.80, "~80 % at 1024 GPUs"}};
+  records.push_back(akiba);
+
+  PublishedRecord jia;
+  jia.id = "jia2018";
+  jia.citation =
+      "Jia et al. 2018, Highly Scalable Deep Learning Training System with Mixed-Precision: "
+      "Training ImageNet in Four Minutes, arXiv:1807.11205";
+  jia.device = "P40, fp32 compute, fp16 exchange";
+  jia.cluster.devices = 2048;
+  jia.cluster.devicesPerNode = 8;
+  jia.cluster.intra = {96 * kGbps, 5};
+  jia.cluster.inter = {100 * kGbps, 5};
+  jia.deviceImgS = kP40ImgS;
+  jia.batchPerDevice = 32;
+  jia.fp16Exchange = true;
+  jia.allreduce = "torus2d";
+  jia.fusionBytes = 25 * kMiB;
+  jia.run.epochs = 90;
+  jia.sources = {
+      "2048 P40 in 256 nodes of 8, 100 Gb/s Ethernet per node, batch 64k = 32 per GPU, "
+      "mixed precision, hierarchical all-reduce with tensor fusion (torus2d): the paper",
+      "153.1 img/s per GPU: the P100 rate x 11.76/10.6 (fp32 peaks, NVIDIA data sheets)",
+      "intra-node 96 Gb/s: PCIe 3.0 x16 (the P40 has no NVLink)",
+      "90 epochs: the standard ResNet-50 budget (assumed)",
+      kLatencySource,
+      kShareSource};
+  jia.published = {{"time_to_train_s", 396, "6.6 minutes (abstract)"},
+                   {"scaling_efficiency", 0.879, "87.9 % at 2048 GPUs"}};
+  records.push_back(jia);
+
+  PublishedRecord mikami;
+  mikami.id = "mikami2018";
+  mikami.citation =
+      "Mikami et al. 2018, Massively Distributed SGD: ImageNet/ResNet-50 Training in a Flash "
+      "(first version: ImageNet/ResNet-50 Training in 224 Seconds), arXiv:1811.05233";
+  mikami.device = "V100 (SXM2), mixed precision";
+  mikami.cluster.devices = 1088;
+  mikami.cluster.devicesPerNode = 4;
+  mikami.cluster.intra = {400 * kGbps, 5};
+  mikami.cluster.inter = {200 * kGbps, 5};
+  mikami.deviceImgS = v100ImgS(32);
+  mikami.batchPerDevice = 32;
+  mikami.fp16Exchange = true;
+  mikami.allreduce = "torus2d";
+  mikami.fusionBytes = 25 * kMiB;
+  mikami.run.epochs = 90;
+  mikami.sources = {
+      "1088 V100 on ABCI (272 nodes of 4), 2 x InfiniBand EDR (100 Gb/s) per node, 32 "
+      "images per GPU, fp16, 2D-torus all-reduce (reduce-scatter inside the node, all-reduce "
+      "across, all-gather inside = torus2d): the paper",
+      "V100 rate at 32 per GPU: 1,442.6 img/s (NVIDIA DeepLearningExamples MXNet RN50 v1.5, "
+      "mxnet-18.12, FP16, batch 208) x 2,954/3,832 (the same README's FP16 inference rate "
+      "at 32 vs 208)",
+      "intra-node 400 Gb/s: two NVLink 2.0 links (25 GB/s each) between each pair of an ABCI "
+      "node's 4 V100",
+      kLatencySource, kShareSource};
+  mikami.published = {{"scaling_efficiency", 0.9162, "91.62 % with 1088 GPUs"}};
+  records.push_back(mikami);
+
+  PublishedRecord yamazaki;
+  yamazaki.id = "yamazaki2019";
+  yamazaki.citation =
+      "Yamazaki et al. 2019, Yet Another Accelerated SGD: ResNet-50 Training on ImageNet in "
+      "74.7 seconds, arXiv:1903.12650";
+  yamazaki.device = "V100 (SXM2), mixed precision";
+  yamazaki.cluster = mikami.cluster;
+  yamazaki.cluster.devices = 2048;
+  yamazaki.deviceImgS = v100ImgS(40);
+  yamazaki.batchPerDevice = 40;
+  yamazaki.fp16Exchange = true;
+  yamazaki.allreduce = "torus2d";
+  yamazaki.fusionBytes = 25 * kMiB;
+  yamazaki.run.epochs = 90;
+  yamazaki.sources = {
+      "2048 V100 on ABCI (512 nodes of 4), batch 81,920 = 40 per GPU, fp16 compute and "
+      "exchange, hierarchical reduction (torus2d): the paper",
+      "V100 rate at 40 per GPU: 1,442.6 img/s x 3,072.5/3,832 (the README's FP16 inference "
+      "rate interpolated at 40 vs 208)",
+      "ABCI links as for Mikami et al.",
+      "90 epochs (assumed: the standard budget)",
+      kLatencySource,
+      kShareSource};
+  yamazaki.published = {{"img_s", 1.73e6, "over 1.73 M images/s (abstract)"},
+                        {"time_to_train_s", 74.7, "74.7 s (title, abstract)"}};
+  records.push_back(yamazaki);
+  return records;
+}
+
+RecordPrediction predictRecord(const PublishedRecord& r,
+                               const std::vector<double>& gradientElements) {
+  RecordPrediction out;
+  StepInputs& in = out.step;
+  in.deviceImgS = r.deviceImgS;
+  in.batchPerDevice = r.batchPerDevice;
+  for (double e : gradientElements) in.tensorBytes.push_back(e * (r.fp16Exchange ? 2 : 4));
+  in.fusionBytes = r.fusionBytes;
+  in.allreduce = r.allreduce;
+  out.run = predictRun(in, r.cluster, r.run);
+  out.scalingEfficiency = out.run.step.scalingEfficiency;
+  if (r.scalingBaseline > 1) {
+    Cluster base = r.cluster;
+    base.devices = r.scalingBaseline;
+    base.devicesPerNode = std::min(base.devicesPerNode, r.scalingBaseline);
+    out.scalingEfficiency /= predictStep(in, base).scalingEfficiency;
+  }
+  for (const auto& figure : r.published) {
+    double predicted = 0;
+    if (figure.name == "img_s") predicted = out.run.step.imgS;
+    if (figure.name == "time_to_train_s") predicted = out.run.timeToTrainS;
+    if (figure.name == "scaling_efficiency") predicted = out.scalingEfficiency;
+    out.checks.push_back({figure.name, figure.value, predicted});
+  }
+  return out;
+}
+
+}  // namespace bigbatch::plan

@@ -1,0 +1,100 @@
+// The allreduce cost formulas, counted by hand for small clusters.
+#include "bigbatch/plan/allreduce_cost.h"
+
+#include <gtest/gtest.h>
+
+#include "bigbatch/collectives/allreduce.h"
+#include "bigbatch/common/error.h"
+
+namespace bigbatch::plan {
+namespace {
+
+constexpr double S = 8e6;  // bytes
+
+Cluster cluster(int devices, int perNode) {
+  Cluster c;
+  c.devices = devices;
+  c.devicesPerNode = perNode;
+  c.intra = {800, 2};  // fast inside
+  c.inter = {100, 5};
+  return c;
+}
+
+void expectCounts(const CommCost& c, double im, double ib, double em, double eb) {
+  EXPECT_DOUBLE_EQ(c.intraMessages, im);
+  EXPECT_DOUBLE_EQ(c.intraBytes, ib);
+  EXPECT_DOUBLE_EQ(c.interMessages, em);
+  EXPECT_DOUBLE_EQ(c.interBytes, eb);
+}
+
+TEST(AllreduceCost, RingOnOneNode) {
+  // 2(n-1) = 6 steps of S/4.
+  expectCounts(allreduceCost("ring", S, cluster(4, 4)), 6, 6 * S / 4, 0, 0);
+}
+
+TEST(AllreduceCost, RingAcrossNodesIsBoundByTheNodeLink) {
+  // 8 devices on 2 nodes: 14 steps, each with an S/8 chunk over the links.
+  expectCounts(allreduceCost("ring", S, cluster(8, 4)), 0, 0, 14, 14 * S / 8);
+}
+
+TEST(AllreduceCost, HalvingDoublingSharesTheLinkOffNode) {
+  // 8 devices, 4 per node: distance 4 leaves the node (4 devices × S/2 each
+  // through the link), distances 2 and 1 stay inside; each round twice.
+  expectCounts(allreduceCost("halving_doubling", S, cluster(8, 4)), 4, 2 * (S / 4 + S / 8), 2,
+               2 * 4 * (S / 2));
+}
+
+TEST(AllreduceCost, RecursiveDoublingFoldsANonPowerOfTwo) {
+  // 6 devices on one node: fold (2 messages of S) + rounds at distance 1, 2.
+  expectCounts(allreduceCost("recursive_doubling", S, cluster(6, 6)), 4, 4 * S, 0, 0);
+}
+
+TEST(AllreduceCost, HierarchicalRingAcrossForLargeBlocks) {
+  // 8 devices, 4 per node: intra ring (6 steps of S/4), inter ring between 2
+  // nodes on blocks of S/4 = 2 MB >= 256 KiB × 2 (2 steps, S/2 each through
+  // the link), allgather inside (3 messages of S/4).
+  expectCounts(allreduceCost("hierarchical", S, cluster(8, 4)), 6 + 3, 6 * S / 4 + 3 * S / 4, 2,
+               2 * S / 2);
+}
+
+TEST(AllreduceCost, HierarchicalRecursiveDoublingAcrossForSmallBlocks) {
+  // 16 nodes of 4: block S/4 = 64 KB < 256 KiB × 16: 4 rounds of S.
+  const double small = 256e3;
+  expectCounts(allreduceCost("hierarchical", small, cluster(64, 4)), 9, 9 * small / 4, 4,
+               4 * small);
+}
+
+TEST(AllreduceCost, Torus2dReduceScattersInsideTheNode) {
+  expectCounts(allreduceCost("torus2d", S, cluster(8, 4)), 6, 6 * S / 4, 2, 2 * S / 2);
+}
+
+TEST(AllreduceCost, SecondsAreLinearInAlphaAndBeta) {
+  const Cluster c = cluster(8, 4);
+  const CommCost cost = allreduceCost("hierarchical", S, c);
+  const double expected = 9 * 2e-6 + (9 * S / 4) * 8 / 800e9 + 2 * 5e-6 + S * 8 / 100e9;
+  EXPECT_NEAR(cost.seconds(c), expected, 1e-15);
+}
+
+TEST(AllreduceCost, AutoIsTheCheapest) {
+  for (double bytes : {1e3, 1e5, 1e7, 1e9}) {
+    const Cluster c = cluster(64, 8);
+    const double autoS = allreduceCost("auto", bytes, c).seconds(c);
+    for (const auto& name : plannedAlgorithms())
+      EXPECT_LE(autoS, allreduceCost(name, bytes, c).seconds(c)) << name << " " << bytes;
+  }
+}
+
+TEST(AllreduceCost, OneDeviceCostsNothing) {
+  expectCounts(allreduceCost("ring", S, cluster(1, 1)), 0, 0, 0, 0);
+}
+
+TEST(AllreduceCost, UnknownAlgorithmIsNamed) {
+  EXPECT_THROW(allreduceCost("tree", S, cluster(8, 4)), InvalidArgument);
+}
+
+TEST(AllreduceCost, SegmentIsTheCollectivesDefault) {
+  EXPECT_EQ(kRingSegmentBytes, static_cast<double>(AllreduceOptions{}.segmentBytes));
+}
+
+}  // namespace
+}  // namespace bigbatch::plan
