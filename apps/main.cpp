@@ -6,6 +6,9 @@
 //   bigbatch keys [--markdown]
 //   bigbatch export RUN_DIR|WEIGHTS.pt|CHECKPOINT OUT.pt
 //   bigbatch plot RUN_DIR|SCALING.csv... [-o DIR]
+//   bigbatch plan [--model NAME|--grad-mb MB] --devices N[,N...] --device-img-s X
+//                 --batch-per-device B [links, precision, allreduce...] [--json]
+//   bigbatch plan --published | --calibrate ROWS.jsonl
 //   bigbatch bench allreduce [--min-bytes B] [--max-bytes B] [--algorithms LIST] [--json] ...
 //   bigbatch bench optim [--models LIST] [--optimizers LIST] [--iterations N] [--json]
 //   bigbatch bench pipeline [--dir ROOT] [--workers N] [--size S] [--batch B] [--epochs E] [--json]
@@ -29,6 +32,7 @@
 #include "bigbatch/train/timeline.h"
 #include "bigbatch/train/trainer.h"
 #include "launch_workers.h"
+#include "plan_command.h"
 #include "plot.h"
 #include "process_env.h"
 
@@ -238,6 +242,9 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingPath);
   plotCmd->add_option("-o,--out", plotOut, "directory for the PNG files")->capture_default_str();
 
+  bigbatch::PlanArgs planArgs;
+  auto* planCmd = bigbatch::addPlanCommand(app, planArgs);
+
   auto* bench = app.add_subcommand("bench", "benchmarks (run multi-rank ones under mpirun)");
   bench->require_subcommand(1);
   auto* benchAllreduce = bench->add_subcommand(
@@ -347,6 +354,7 @@ int main(int argc, char** argv) {
       return runTrain(trainArgs, argc, argv);
     }
     if (*plotCmd) return runPlot(plotRunsArg, plotOut);
+    if (*planCmd) return bigbatch::runPlan(planArgs);
     if (*exportCmd) return runExport(exportSource, exportTarget);
     if (*benchAllreduce) {
       ar.memcpy = !noMemcpy;

@@ -1,0 +1,39 @@
+// `bigbatch plan`: predicts img/s, scaling efficiency and time to train of a
+// data-parallel run on a cluster described by its devices and links
+// (src/plan/step_model.h), sweeps device counts, recommends the allreduce
+// and bucket size, fits α-β to measured allreduce rows (--calibrate), and
+// prints the validation against five published runs (--published).
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <string>
+
+namespace bigbatch {
+
+struct PlanArgs {
+  std::string model = "resnet50";  // cnn, resnet, resnet50 (ignored with --grad-mb)
+  int numClasses = 0;              // 0: 1000 for resnet50, else 10
+  double gradMb = 0;               // > 0: a gradient of this many MB (1e6 B) instead of a model
+  std::string devices = "8";       // one count or a comma-separated sweep
+  int devicesPerNode = 1;
+  double deviceImgS = 0;
+  int batchPerDevice = 0;
+  double intraGbps = 200, interGbps = 100;
+  double intraLatencyUs = 5, interLatencyUs = 5;
+  std::string precision = "fp32";  // of the exchange: fp32 or fp16
+  std::string allreduce = "auto";
+  double fusionMb = 25;  // MiB
+  double backwardShare = 2.0 / 3.0, optimizerShare = 0, jitter = 0.02;
+  bool noOverlap = false;
+  double epochs = 90;
+  long long datasetSize = 1281167, evalSize = 50000;
+  double evalEvery = 1;
+  bool json = false;
+  std::string calibrate;  // bench allreduce --json rows to fit
+  bool published = false;
+};
+
+CLI::App* addPlanCommand(CLI::App& app, PlanArgs& args);
+int runPlan(const PlanArgs& args);
+
+}  // namespace bigbatch
