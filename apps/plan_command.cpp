@@ -2,13 +2,17 @@
 
 #include <fmt/format.h>
 
+#include <torch/torch.h>
+
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "bigbatch/common/error.h"
+#include "bigbatch/models/model_options.h"
 #include "bigbatch/plan/allreduce_cost.h"
 #include "bigbatch/plan/calibration.h"
 #include "bigbatch/plan/model_gradients.h"
@@ -75,11 +79,45 @@ std::vector<double> gradientBytes(const PlanArgs& a, std::string& label) {
   return bytes;
 }
 
-ordered_json predictionJson(int devices, const plan::Cluster& c, const plan::RunPrediction& r,
-                            const plan::Recommendation& rec) {
+// One device's training rate measured here: `steps` timed SGD steps (after
+// two untimed ones) of --model on random inputs at --batch-per-device, on
+// this machine's CPU with --threads threads.
+double profileDeviceRate(const PlanArgs& a) {
+  BIGBATCH_REQUIRE(a.gradMb <= 0, InvalidArgument,
+                   "--profile measures a bigbatch model; drop --grad-mb and give --model");
+  BIGBATCH_REQUIRE(a.batchPerDevice >= 1, InvalidArgument,
+                   "--profile needs --batch-per-device, the batch to time");
+  if (a.threads > 0) torch::set_num_threads(a.threads);
+  torch::manual_seed(1);
+  ModelOptions options;
+  options.name = a.model;
+  options.inChannels = a.model == "resnet50" ? 3 : 1;
+  options.numClasses = a.numClasses > 0 ? a.numClasses : (a.model == "resnet50" ? 1000 : 10);
+  const int64_t side = a.imageSize > 0 ? a.imageSize : (a.model == "resnet50" ? 224 : 28);
+  auto model = buildModel(options);
+  model->train();
+  torch::optim::SGD sgd(model->parameters(), torch::optim::SGDOptions(0.01).momentum(0.9));
+  const auto x = torch::randn({a.batchPerDevice, options.inChannels, side, side});
+  const auto y = torch::randint(options.numClasses, {a.batchPerDevice}, torch::kLong);
+  auto step = [&] {
+    sgd.zero_grad();
+    torch::nn::functional::cross_entropy(model->forward(x), y).backward();
+    sgd.step();
+  };
+  step();
+  step();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < a.profileSteps; ++i) step();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return a.profileSteps * a.batchPerDevice / s;
+}
+
+ordered_json predictionJson(int devices, const plan::Cluster& c, const plan::StepInputs& in,
+                            const plan::RunPrediction& r, const plan::Recommendation& rec) {
   const auto& s = r.step;
   return ordered_json{{"devices", devices},
                       {"nodes", c.nodes()},
+                      {"device_img_s", in.deviceImgS},
                       {"img_s", s.imgS},
                       {"scaling_efficiency", s.scalingEfficiency},
                       {"step_time_s", s.stepS},
@@ -98,11 +136,18 @@ ordered_json predictionJson(int devices, const plan::Cluster& c, const plan::Run
                       {"recommended_img_s", rec.step.imgS}};
 }
 
-int runPrediction(const PlanArgs& a) {
+int runPrediction(PlanArgs a) {
+  if (a.profileSteps > 0) {
+    a.deviceImgS = profileDeviceRate(a);
+    if (!a.json)
+      fmt::print("# profile: {} x {} steps at batch {} on this machine: {:.1f} img/s\n", a.model,
+                 a.profileSteps, a.batchPerDevice, a.deviceImgS);
+  }
   BIGBATCH_REQUIRE(a.deviceImgS > 0, InvalidArgument,
                    "--device-img-s is required: one device's training rate (images/s) at "
                    "--batch-per-device, from a benchmark of that device or `bigbatch train` "
-                   "on one worker (its summary.json img_s)");
+                   "on one worker (its summary.json throughput_img_s); or --profile N to "
+                   "measure it here");
   BIGBATCH_REQUIRE(a.batchPerDevice >= 1, InvalidArgument,
                    "--batch-per-device is required: the examples each device processes per step");
   const std::vector<int> counts = parseDevices(a.devices);
@@ -132,7 +177,7 @@ int runPrediction(const PlanArgs& a) {
                      "the same number of devices",
                      n, a.devicesPerNode);
     const plan::RunPrediction r = plan::predictRun(in, c, run);
-    rows.push_back(predictionJson(n, c, r, plan::recommend(in, c)));
+    rows.push_back(predictionJson(n, c, in, r, plan::recommend(in, c)));
   }
   if (a.json) {
     for (const auto& row : rows) fmt::print("{}\n", row.dump());
@@ -286,7 +331,16 @@ CLI::App* addPlanCommand(CLI::App& app, PlanArgs& a) {
       ->capture_default_str();
   plan->add_option("--device-img-s", a.deviceImgS,
                    "one device's training rate in images/s at --batch-per-device (required "
-                   "unless --published or --calibrate)");
+                   "unless --profile, --published or --calibrate)");
+  plan->add_option("--profile", a.profileSteps,
+                   "measure --device-img-s here instead: time N training steps of --model at "
+                   "--batch-per-device on this machine's CPU (random inputs)")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--image-size", a.imageSize,
+                   "input side of --profile (default: 224 for resnet50, else 28)")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--threads", a.threads, "threads of --profile (default: libtorch's)")
+      ->check(CLI::PositiveNumber);
   plan->add_option("--batch-per-device", a.batchPerDevice,
                    "examples per device per step (required unless --published or --calibrate)");
   plan->add_option("--intra-gbps", a.intraGbps,

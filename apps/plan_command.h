@@ -18,6 +18,9 @@ struct PlanArgs {
   int devicesPerNode = 1;
   double deviceImgS = 0;
   int batchPerDevice = 0;
+  int profileSteps = 0;  // > 0: measure --device-img-s here (timed training steps)
+  int imageSize = 0;     // of the profile's inputs; 0: 224 for resnet50, else 28
+  int threads = 0;       // of the profile; 0: libtorch's default
   double intraGbps = 200, interGbps = 100;
   double intraLatencyUs = 5, interLatencyUs = 5;
   std::string precision = "fp32";  // of the exchange: fp32 or fp16

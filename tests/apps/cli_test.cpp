@@ -266,6 +266,9 @@ const char* kPlanOptions[] = {"--model",
                               "--devices",
                               "--devices-per-node",
                               "--device-img-s",
+                              "--profile",
+                              "--image-size",
+                              "--threads",
                               "--batch-per-device",
                               "--intra-gbps",
                               "--inter-gbps",
@@ -331,6 +334,23 @@ TEST(Cli, PlanJsonRowsPerDeviceCount) {
     EXPECT_GT(r["img_s"].get<double>(), previous);  // more devices, more images
     previous = r["img_s"];
   }
+}
+
+// --profile measures one device's rate here and plans with it.
+TEST(Cli, PlanProfilesTheModelHere) {
+  Outcome o = run("plan --model cnn --profile 3 --batch-per-device 16 --threads 1 --devices 2 "
+                  "--devices-per-node 2 --json",
+                  /*stderrToo=*/false);
+  ASSERT_EQ(o.status, 0) << o.output;
+  const auto rows = jsonRows(o.output);
+  ASSERT_EQ(rows.size(), 1u) << o.output;
+  const double rate = rows[0]["device_img_s"];
+  EXPECT_GT(rate, 0);
+  EXPECT_NEAR(rows[0]["compute_s"].get<double>(), 16 / rate, 1e-12);
+  Outcome bad = run("plan --grad-mb 100 --profile 3 --batch-per-device 16");
+  EXPECT_EQ(bad.status, 1) << bad.output;
+  EXPECT_NE(bad.output.find("--profile measures a bigbatch model"), std::string::npos)
+      << bad.output;
 }
 
 TEST(Cli, PlanBadInputIsNamed) {
