@@ -1,7 +1,6 @@
 #include "plan_command.h"
 
 #include <fmt/format.h>
-
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -50,6 +49,19 @@ std::vector<int> parseDevices(const std::string& text) {
   return counts;
 }
 
+// --model's options: the Fashion-MNIST shape for cnn and resnet, ImageNet's
+// for resnet50.
+ModelOptions modelOptionsOf(const PlanArgs& a) {
+  BIGBATCH_REQUIRE(a.model == "cnn" || a.model == "resnet" || a.model == "resnet50",
+                   InvalidArgument,
+                   "--model '{}': choose cnn, resnet or resnet50, or give --grad-mb", a.model);
+  ModelOptions options;
+  options.name = a.model;
+  options.inChannels = a.model == "resnet50" ? 3 : 1;
+  options.numClasses = a.numClasses > 0 ? a.numClasses : (a.model == "resnet50" ? 1000 : 10);
+  return options;
+}
+
 // The gradient tensors, backward order, in bytes on the wire; and a label.
 std::vector<double> gradientBytes(const PlanArgs& a, std::string& label) {
   BIGBATCH_REQUIRE(a.precision == "fp32" || a.precision == "fp16", InvalidArgument,
@@ -59,13 +71,7 @@ std::vector<double> gradientBytes(const PlanArgs& a, std::string& label) {
     label = fmt::format("a {:.1f} MB gradient", a.gradMb);
     return plan::uniformTensors(a.gradMb * 1e6);
   }
-  BIGBATCH_REQUIRE(a.model == "cnn" || a.model == "resnet" || a.model == "resnet50",
-                   InvalidArgument,
-                   "--model '{}': choose cnn, resnet or resnet50, or give --grad-mb", a.model);
-  ModelOptions options;
-  options.name = a.model;
-  options.inChannels = a.model == "resnet50" ? 3 : 1;
-  options.numClasses = a.numClasses > 0 ? a.numClasses : (a.model == "resnet50" ? 1000 : 10);
+  const ModelOptions options = modelOptionsOf(a);
   const std::vector<double> elements = plan::gradientElements(options);
   double values = 0;
   std::vector<double> bytes;
@@ -89,10 +95,7 @@ double profileDeviceRate(const PlanArgs& a) {
                    "--profile needs --batch-per-device, the batch to time");
   if (a.threads > 0) torch::set_num_threads(a.threads);
   torch::manual_seed(1);
-  ModelOptions options;
-  options.name = a.model;
-  options.inChannels = a.model == "resnet50" ? 3 : 1;
-  options.numClasses = a.numClasses > 0 ? a.numClasses : (a.model == "resnet50" ? 1000 : 10);
+  const ModelOptions options = modelOptionsOf(a);
   const int64_t side = a.imageSize > 0 ? a.imageSize : (a.model == "resnet50" ? 224 : 28);
   auto model = buildModel(options);
   model->train();
