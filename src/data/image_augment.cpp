@@ -65,6 +65,18 @@ CropPlan planCrop(const ImageSize& original, const ImageAugment& a, uint64_t see
       p.width = w;
     }
   }
+  if (!a.randomResizedCrop && a.centerCrop > 0) {
+    const ImageSize out = outputSize(original, a);
+    const double aspect = static_cast<double>(out.width) / static_cast<double>(out.height);
+    double h = a.centerCrop * std::min(H, W / aspect);
+    double w = h * aspect;
+    h = std::max(1.0, std::round(h));
+    w = std::max(1.0, std::min(W, std::round(w)));
+    p.top = std::floor((H - h) / 2);
+    p.left = std::floor((W - w) / 2);
+    p.height = h;
+    p.width = w;
+  }
   if (a.padCrop > 0) {
     const int64_t span = 2 * a.padCrop + 1;
     r = splitmix64(r);

@@ -357,6 +357,31 @@ TEST(InputPipeline, ShutdownMidEpoch) {
   }
 }
 
+// Validation's centre crop: the centred `centerCrop` of the shorter side at
+// the output's aspect ratio ("resize 256, crop 224" = 0.875), the same for
+// every seed, epoch and index.
+TEST(InputPipeline, CenterCropIsTheCentredFractionOfTheShorterSide) {
+  ImageAugment a;
+  a.outHeight = a.outWidth = 224;
+  a.centerCrop = 0.875;
+  const CropPlan p = planCrop({256, 320}, a, 1, 2, 3);
+  EXPECT_EQ(p.height, 224);
+  EXPECT_EQ(p.width, 224);
+  EXPECT_EQ(p.top, 16);   // (256 - 224) / 2
+  EXPECT_EQ(p.left, 48);  // (320 - 224) / 2
+  EXPECT_FALSE(p.flip);
+  const CropPlan q = planCrop({256, 320}, a, 9, 7, 5);
+  EXPECT_EQ(q.top, p.top);
+  EXPECT_EQ(q.left, p.left);
+  // A wide output takes a wide region; 1.0 keeps the whole shorter side.
+  a.outWidth = 448;
+  a.centerCrop = 1.0;
+  const CropPlan wide = planCrop({300, 1000}, a, 1, 1, 1);
+  EXPECT_EQ(wide.height, 300);
+  EXPECT_EQ(wide.width, 600);
+  EXPECT_EQ(wide.left, 200);
+}
+
 // The fused crop + resize + flip + normalise equals the ATen route
 // (upsample_bilinear2d, align_corners = false) it replaces, for shrinking,
 // enlarging and same-size crops.

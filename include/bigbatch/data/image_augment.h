@@ -26,6 +26,11 @@ struct ImageAugment {
   bool randomResizedCrop = false;
   double scaleMin = 0.08, scaleMax = 1.0;           // crop area / image area
   double ratioMin = 3.0 / 4.0, ratioMax = 4.0 / 3.0;  // crop width / height
+  // Evaluation's deterministic crop (without randomResizedCrop): > 0 takes
+  // the centred region of this fraction of the shorter side, at the
+  // output's aspect ratio, resized to the output — the usual "resize to
+  // 256, centre-crop 224" is 0.875. 0: the whole image.
+  double centerCrop = 0;
   int64_t padCrop = 0;  // zero-pad by this many pixels, crop back at a random offset
   bool flip = false;    // mirror left-right with probability 1/2
   // Per channel, on the 0..1 scale (one value: every channel); empty: 0 and 1.
