@@ -6,6 +6,7 @@
 //   bigbatch keys [--markdown]
 //   bigbatch export RUN_DIR|WEIGHTS.pt|CHECKPOINT OUT.pt
 //   bigbatch plot RUN_DIR|SCALING.csv... [-o DIR]
+//   bigbatch data export-folder fashion-mnist ROOT [--quality Q] [--path IDX_DIR]
 //   bigbatch plan [--model NAME|--grad-mb MB] --devices N[,N...] --device-img-s X
 //                 --batch-per-device B [links, precision, allreduce...] [--json]
 //   bigbatch plan --published | --calibrate ROWS.jsonl
@@ -32,6 +33,7 @@
 #include "bigbatch/train/timeline.h"
 #include "bigbatch/train/trainer.h"
 #include "launch_workers.h"
+#include "data_command.h"
 #include "plan_command.h"
 #include "plot.h"
 #include "process_env.h"
@@ -242,6 +244,9 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingPath);
   plotCmd->add_option("-o,--out", plotOut, "directory for the PNG files")->capture_default_str();
 
+  bigbatch::ExportFolderArgs exportFolderArgs;
+  auto* exportFolderCmd = bigbatch::addDataCommand(app, exportFolderArgs);
+
   bigbatch::PlanArgs planArgs;
   auto* planCmd = bigbatch::addPlanCommand(app, planArgs);
 
@@ -355,6 +360,7 @@ int main(int argc, char** argv) {
     }
     if (*plotCmd) return runPlot(plotRunsArg, plotOut);
     if (*planCmd) return bigbatch::runPlan(planArgs);
+    if (*exportFolderCmd) return bigbatch::runExportFolder(exportFolderArgs);
     if (*exportCmd) return runExport(exportSource, exportTarget);
     if (*benchAllreduce) {
       ar.memcpy = !noMemcpy;

@@ -1,20 +1,37 @@
 // Test accuracy of a model, sharded over the ranks: rank r evaluates the
-// r-th contiguous slice of the test set and the trainer sums the hits.
+// r-th contiguous slice of the test set and the trainer sums the counts.
 // Internal to src/train; call from the thread that owns the model.
 #pragma once
 
 #include <cstdint>
+#include <memory>
 
 #include "bigbatch/amp/precision.h"
 #include "bigbatch/data/dataset.h"
+#include "bigbatch/data/input_pipeline.h"
 #include "bigbatch/models/model_options.h"
 
 namespace bigbatch::train_detail {
 
-// Correct top-1 predictions of `model` (in eval mode, BatchNorm on its
-// running statistics; back in train mode after) on this rank's shard of
-// `data`, in chunks of `batch` images.
-int64_t evaluateShard(ImageClassifierImpl& model, const Dataset& data, int64_t batch,
-                      bool channelsLast, Precision precision, int rank, int worldSize);
+// Correct predictions over `samples` evaluated: top-1 (the highest logit is
+// the label) and top-5 (the label is among the min(5, classes) highest).
+struct EvalCounts {
+  int64_t top1 = 0, top5 = 0, samples = 0;
+};
+
+// In memory (Fashion-MNIST, synthetic): the shard of `data` in chunks of
+// `batch` images, as stored. The model is in eval mode (BatchNorm on its
+// running statistics) during the call and in train mode after.
+EvalCounts evaluateShard(ImageClassifierImpl& model, const Dataset& data, int64_t batch,
+                         bool channelsLast, Precision precision, int rank, int worldSize);
+
+// Through the input pipeline (CIFAR-10, image folders): the shard of
+// `source` with the validation augmentation (resize and centre crop), in
+// batches of `batch`, on the pipeline's threads. A sample the pipeline skips
+// (data.bad_samples = "skip") is not counted in `samples`.
+EvalCounts evaluateSourceShard(ImageClassifierImpl& model,
+                               std::shared_ptr<const ImageSource> source,
+                               const ImageAugment& augment, const PipelineOptions& pipeline,
+                               int64_t batch, Precision precision, int rank, int worldSize);
 
 }  // namespace bigbatch::train_detail

@@ -2,13 +2,13 @@
 
 namespace bigbatch::train_detail {
 
-ModelOptions modelOptions(const Config& c, const Dataset& data) {
+ModelOptions modelOptions(const Config& c, int64_t channels, int64_t classes) {
   ModelOptions m;
   m.name = c.getString("model.name");
   m.widths = c.getIntList("model.widths");
   m.blocks = c.getIntList("model.blocks");
-  m.inChannels = data.images.size(1);
-  m.numClasses = data.numClasses;
+  m.inChannels = channels;
+  m.numClasses = classes;
   m.bnMomentum = c.getFloat("model.bn_momentum");
   m.bnEps = c.getFloat("model.bn_eps");
   m.zeroInitResidual = c.getBool("model.zero_init_residual");
@@ -122,15 +122,6 @@ DdpOptions ddpOptionsFor(const Config& c) {
   return d;
 }
 
-ImageAugment trainAugment(const Config& c, const Dataset& data) {
-  ImageAugment a;
-  a.flip = c.getBool("data.flip");
-  a.padCrop = c.getInt("data.pad_crop");
-  a.mean = {data.mean};
-  a.std = {data.std};
-  return a;
-}
-
 PipelineOptions pipelineOptionsFor(const Config& c, bool channelsLast) {
   PipelineOptions p;
   p.readThreads = static_cast<int>(c.getInt("data.read_threads"));
@@ -147,10 +138,8 @@ RunRecipe resolveRecipe(const Config& c, int worldSize) {
   r.seed = static_cast<uint64_t>(c.getInt("run.seed"));
   r.threads = c.getInt("run.threads");
   r.channelsLast = c.getBool("model.channels_last");
-  r.dataset = c.getString("data.dataset");
-  r.dataPath = c.getString("data.path");
-  r.trainSamples = c.getInt("data.train_samples");
-  r.evalSamples = c.getInt("data.eval_samples");
+  r.data = dataOptionsFor(c);
+  r.cacheMb = c.getInt("data.cache_mb");
   r.modelName = c.getString("model.name");
 
   r.batchPerRank = c.getInt("train.batch_size");
@@ -158,6 +147,7 @@ RunRecipe resolveRecipe(const Config& c, int worldSize) {
   r.globalBatch = r.batchPerRank * worldSize * r.accumulation;
   r.epochs = c.getInt("train.epochs");
   r.targetAccuracy = c.getFloat("train.target_accuracy");
+  r.targetTop5 = c.getString("train.target_metric") == "top5";
   r.stopAtTarget = c.getBool("train.stop_at_target");
   r.evalEvery = c.getInt("train.eval_every");
   r.evalBatch = c.getInt("train.eval_batch_size");

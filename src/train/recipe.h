@@ -22,6 +22,7 @@
 #include "bigbatch/schedule/batch_schedule.h"
 #include "bigbatch/schedule/lr_schedule.h"
 #include "train_step.h"
+#include "training_data.h"
 
 namespace bigbatch::train_detail {
 
@@ -46,15 +47,16 @@ struct RunRecipe {
   uint64_t seed = 1;
   int64_t threads = 0;  // run.threads (0: from the CPUs each rank may use, resolved by the run)
   bool channelsLast = true;
-  // Data (data.*): the source and how much of it.
-  std::string dataset, dataPath;
-  int64_t trainSamples = 0, evalSamples = 0;
+  // Data (data.*): the source, how much of it, its augmentation.
+  DataOptions data;
+  int64_t cacheMb = 0;  // data.cache_mb
   std::string modelName;
   // The batch: images per rank and micro-batch, micro-batches per step.
   int64_t batchPerRank = 1, accumulation = 1;
   int64_t globalBatch = 1;  // ranks × batchPerRank × accumulation
   int64_t epochs = 1;
   double targetAccuracy = 1;
+  bool targetTop5 = false;  // train.target_metric = "top5"
   bool stopAtTarget = true;
   int64_t evalEvery = 1, evalBatch = 1000;
   bool averageBnStats = false;
@@ -84,7 +86,8 @@ RunRecipe resolveRecipe(const Config& c, int worldSize);
 // (sgd_opt_*, lars_*, opt_lamb_*).
 void logOptimizer(MlperfLogger& ml, const RunRecipe& r, int64_t decaySteps);
 
-ModelOptions modelOptions(const Config& c, const Dataset& data);
+// The model for images of `channels` channels and `classes` classes.
+ModelOptions modelOptions(const Config& c, int64_t channels, int64_t classes);
 LrScheduleOptions scheduleOptions(const Config& c, double peakLr);
 OptimizerOptions optimizerOptions(const Config& c);
 // optim.kfac_* (used when optim.kfac is on).
@@ -92,8 +95,7 @@ KfacOptions kfacOptions(const Config& c);
 LossScalerOptions lossScalerOptions(const Config& c);
 // ddp.* and comm.* (the exchange; callbacks and the watchdog are the caller's).
 DdpOptions ddpOptionsFor(const Config& c);
-// data.*: the training augmentation of `data` and the pipeline's threads.
-ImageAugment trainAugment(const Config& c, const Dataset& data);
+// data.*: the input pipeline's threads.
 PipelineOptions pipelineOptionsFor(const Config& c, bool channelsLast);
 // Whether dynamic loss scaling is on (amp.loss_scaling, where auto means: fp16
 // compute or fp16 on the wire).

@@ -18,7 +18,7 @@ const std::vector<std::string>& metricsColumns() {
       "test_acc",    "epoch_time_s", "img_s",        "elapsed_s",       "data_s",
       "forward_s",   "backward_s",   "comm_wait_s",  "comm_wait_min_s", "comm_wait_max_s",
       "optimizer_s", "eval_s",       "global_batch", "momentum",        "skipped_steps",
-      "loss_scale"};
+      "loss_scale",  "test_top5"};
   return columns;
 }
 
@@ -43,7 +43,8 @@ std::vector<std::string> metricsRow(const EpochRecord& r) {
           std::to_string(r.globalBatch),
           f6(r.momentum),
           std::to_string(r.skippedSteps),
-          fmt::format("{}", r.lossScale)};
+          fmt::format("{}", r.lossScale),
+          r.testTop5 ? f4(*r.testTop5) : ""};
 }
 
 void printEpochLine(const EpochRecord& r, int64_t epochs) {
@@ -51,7 +52,9 @@ void printEpochLine(const EpochRecord& r, int64_t epochs) {
       "epoch {:>3}/{}  loss {:.4f}  train {:6.2f}%  test {}  lr {:.4g}  {:7.0f} img/s  "
       "comm wait {:.2f}-{:.2f} s  elapsed {:6.1f} s\n",
       r.epoch, epochs, r.trainLoss, 100 * r.trainAcc,
-      r.testAcc ? fmt::format("{:6.2f}%", 100 * *r.testAcc) : std::string("   -   "), r.lr,
+      r.testAcc ? fmt::format("{:6.2f}% (top-5 {:6.2f}%)", 100 * *r.testAcc, 100 * *r.testTop5)
+                : std::string("   -                    "),
+      r.lr,
       r.imgS, r.commWaitMinS, r.commWaitMaxS, r.elapsedS);
   std::fflush(stdout);
 }
@@ -62,6 +65,9 @@ nlohmann::ordered_json summaryJson(const TrainResult& result, const RunFacts& fa
   summary["target_accuracy"] = result.targetAccuracy;
   summary["final_accuracy"] = result.finalAccuracy;
   summary["best_accuracy"] = result.bestAccuracy;
+  summary["final_top5"] = result.finalTop5;
+  summary["best_top5"] = result.bestTop5;
+  summary["target_metric"] = result.targetMetric;
   summary["time_to_target_s"] = result.reachedTarget ? nlohmann::ordered_json(result.timeToTargetS)
                                                      : nlohmann::ordered_json();
   summary["train_time_s"] = result.trainTimeS;
@@ -92,16 +98,19 @@ nlohmann::ordered_json summaryJson(const TrainResult& result, const RunFacts& fa
 
 void printOutcome(const TrainResult& result, const RunFacts& facts) {
   if (result.reachedTarget) {
-    fmt::print("reached target {:.2f}% in {} epochs: time to accuracy {:.1f} s "
+    fmt::print("reached target {:.2f}% {} in {} epochs: time to accuracy {:.1f} s "
                "(MLPerf run_start to run_stop; {:.1f} s initialisation before it), "
                "{:.0f} img/s on {} rank(s)\n",
-               100 * result.targetAccuracy, result.epochs, result.timeToTargetS, facts.initSeconds,
+               100 * result.targetAccuracy, result.targetMetric, result.epochs,
+               result.timeToTargetS, facts.initSeconds,
                result.throughputImgS, result.worldSize);
   } else {
-    fmt::print("target {:.2f}% NOT reached in {} epochs: best {:.2f}%, final {:.2f}%, "
+    const bool top5 = result.targetMetric == "top5";
+    fmt::print("target {:.2f}% {} NOT reached in {} epochs: best {:.2f}%, final {:.2f}%, "
                "{:.1f} s, {:.0f} img/s on {} rank(s)\n",
-               100 * result.targetAccuracy, result.epochs, 100 * result.bestAccuracy,
-               100 * result.finalAccuracy, result.trainTimeS, result.throughputImgS,
+               100 * result.targetAccuracy, result.targetMetric, result.epochs,
+               100 * (top5 ? result.bestTop5 : result.bestAccuracy),
+               100 * (top5 ? result.finalTop5 : result.finalAccuracy), result.trainTimeS, result.throughputImgS,
                result.worldSize);
   }
   std::fflush(stdout);

@@ -25,7 +25,8 @@ struct EpochRecord {
   double momentum = 0;
   double trainLoss = 0;
   double trainAcc = 0;               // fraction
-  std::optional<double> testAcc;     // fraction; none on epochs without evaluation
+  std::optional<double> testAcc;     // top-1, fraction; none on epochs without evaluation
+  std::optional<double> testTop5;    // top-5, likewise
   double epochTimeS = 0;             // training, the slowest rank
   double imgS = 0;
   double elapsedS = 0;               // since run_start, over every resume

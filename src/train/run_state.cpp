@@ -7,6 +7,8 @@ std::map<std::string, double> RunState::toCounters(const StepTally& epochSums) c
                                      {"train_images", static_cast<double>(trainImages)},
                                      {"best_accuracy", bestAccuracy},
                                      {"final_accuracy", finalAccuracy},
+                                     {"best_top5", bestTop5},
+                                     {"final_top5", finalTop5},
                                      {"reached_target", reachedTarget ? 1.0 : 0.0},
                                      {"time_to_target_s", timeToTargetS},
                                      {"first_loss", firstLoss},
@@ -40,6 +42,8 @@ RunState RunState::fromCheckpoint(const Checkpoint& k, bool lead) {
   s.epochsDone = static_cast<int64_t>(get("epochs"));
   s.bestAccuracy = get("best_accuracy");
   s.finalAccuracy = get("final_accuracy");
+  s.bestTop5 = get("best_top5");
+  s.finalTop5 = get("final_top5");
   s.reachedTarget = get("reached_target") != 0;
   s.timeToTargetS = s.reachedTarget ? get("time_to_target_s") : -1;
   s.firstLoss = get("first_loss");
@@ -57,6 +61,8 @@ RunState RunState::fromCheckpoint(const Checkpoint& k, bool lead) {
 void RunState::copyTo(TrainResult& r) const {
   r.bestAccuracy = bestAccuracy;
   r.finalAccuracy = finalAccuracy;
+  r.bestTop5 = bestTop5;
+  r.finalTop5 = finalTop5;
   r.reachedTarget = reachedTarget;
   r.timeToTargetS = timeToTargetS;
   r.firstLoss = firstLoss;

@@ -29,8 +29,10 @@ struct RunState {
   int64_t trainImages = 0;
   double elapsedS = 0;     // run seconds since run_start
   int64_t epochsDone = 0;  // epochs finished
-  double bestAccuracy = 0;
+  double bestAccuracy = 0;  // top-1
   double finalAccuracy = 0;
+  double bestTop5 = 0;
+  double finalTop5 = 0;
   bool reachedTarget = false;
   double timeToTargetS = -1;
   double firstLoss = 0;  // mean training loss of the first epoch

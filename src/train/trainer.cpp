@@ -134,7 +134,8 @@ class TrainingRun {
   EpochSteps trainEpoch();
   void trainOneStep(InputPipeline& pipeline, int64_t stepsInEpoch, EpochSteps& e);
   void checkpointMidEpoch(int64_t stepsInEpoch);
-  std::optional<double> evaluateIfDue(double& evalS);
+  // Top-1 and top-5 test accuracy on evaluation epochs.
+  std::optional<std::pair<double, double>> evaluateIfDue(double& evalS);
   EpochRecord closeEpoch(const EpochSteps& e);
   bool stopOrCheckpoint(const EpochRecord& record);
   TrainResult finish();
@@ -160,7 +161,7 @@ class TrainingRun {
   int64_t threads_ = 1;
   int64_t allowedCpus_ = 1;  // the fewest CPUs any rank may run on
 
-  Dataset trainData_, testData_;
+  TrainingData data_;
   std::shared_ptr<ImageClassifierImpl> model_;
   std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<StallGuard> stallGuard_;
@@ -173,7 +174,8 @@ class TrainingRun {
   std::unique_ptr<LrSchedule> lrSchedule_;
   std::unique_ptr<PiecewiseLinear> momentumSchedule_;
   std::unique_ptr<BatchSchedule> batchSchedule_;
-  std::shared_ptr<ImageSource> trainSource_;
+  std::shared_ptr<const ImageSource> trainSource_;
+  std::shared_ptr<DecodedCache> cache_;  // data.cache_mb
   ImageAugment augment_;
   PipelineOptions pipelineOptions_;
   std::unique_ptr<RunCheckpointer> checkpointer_;
@@ -232,22 +234,7 @@ void TrainingRun::resolveThreads() {
 }
 
 void TrainingRun::loadData(TrainingJob& job) {
-  if (!job.trainData.size()) {
-    if (recipe_.dataset == "synthetic") {
-      job.trainData = makeSyntheticDataset(std::max<int64_t>(recipe_.trainSamples, 1024), 1, 28, 28,
-                                           10, recipe_.seed);
-      job.testData = makeSyntheticDataset(std::max<int64_t>(recipe_.evalSamples, 1024), 1, 28, 28,
-                                          10, recipe_.seed + 1);
-    } else {
-      job.trainData = loadFashionMnist(recipe_.dataPath, "train");
-      job.testData = loadFashionMnist(recipe_.dataPath, "test");
-    }
-    job.trainData = takeFirst(job.trainData, recipe_.trainSamples);
-    job.testData = takeFirst(job.testData, recipe_.evalSamples);
-  }
-  trainData_ = std::move(job.trainData);
-  testData_ = std::move(job.testData);
-  BIGBATCH_REQUIRE(testData_.size() > 0, InvalidArgument, "the test set is empty");
+  data_ = openTrainingData(recipe_.data, std::move(job.trainData), std::move(job.testData));
 }
 
 // Every rank builds the model from the same seed: no broadcast (the
@@ -255,7 +242,7 @@ void TrainingRun::loadData(TrainingJob& job) {
 void TrainingRun::prepareModel(TrainingJob& job) {
   if (!job.model) {
     torch::manual_seed(recipe_.seed);
-    job.model = buildModel(modelOptions(config_, trainData_));
+    job.model = buildModel(modelOptions(config_, data_.channels, data_.numClasses));
   }
   model_ = job.model;
   if (!options_.initFrom.empty() && !start_.resume) {
@@ -341,10 +328,12 @@ void TrainingRun::prepareOptimizer() {
   // inline by default (a 28x28 batch costs less than a thread hand-off while
   // every core trains), or with threads per stage that prepare the next
   // micro-batches while this one trains.
-  trainSource_ = makeIdxSource(trainData_);
-  augment_ = trainAugment(config_, trainData_);
-  pipelineOptions_ =
-      pipelineOptionsFor(config_, recipe_.channelsLast && trainSource_->channels() > 1);
+  trainSource_ = data_.train;
+  augment_ = data_.trainAugment;
+  pipelineOptions_ = pipelineOptionsFor(config_, recipe_.channelsLast && data_.channels > 1);
+  if (recipe_.cacheMb > 0) {
+    cache_ = std::make_shared<DecodedCache>(trainSource_->size(), recipe_.cacheMb << 20);
+  }
   // Checkpoints: rank 0 writes; every rank sends its BatchNorm buffers and
   // RNG state (they differ per rank) and takes part in the totals.
   const std::string dir =
@@ -368,8 +357,8 @@ void TrainingRun::logRecipe() {
   BIGBATCH_MLLOG_POINT(ml_, mlkey::kSeed, recipe_.seed);
   BIGBATCH_MLLOG_POINT(ml_, mlkey::kGlobalBatchSize, recipe_.globalBatch);
   BIGBATCH_MLLOG_POINT(ml_, mlkey::kGradientAccumulationSteps, recipe_.accumulation);
-  BIGBATCH_MLLOG_POINT(ml_, mlkey::kTrainSamples, trainData_.size());
-  BIGBATCH_MLLOG_POINT(ml_, mlkey::kEvalSamples, testData_.size());
+  BIGBATCH_MLLOG_POINT(ml_, mlkey::kTrainSamples, data_.train->size());
+  BIGBATCH_MLLOG_POINT(ml_, mlkey::kEvalSamples, data_.test->size());
   logOptimizer(ml_, recipe_, decaySteps());
   BIGBATCH_MLLOG_POINT(ml_, "model_bn_span",
                        std::max<int64_t>(1, recipe_.batchPerRank / recipe_.step.groups));
@@ -382,7 +371,7 @@ int64_t TrainingRun::decaySteps() const {
   double total = 0, warmup = 0;
   for (int64_t epoch = 1; epoch <= recipe_.epochs; ++epoch) {
     const int64_t batch = recipe_.globalBatch * batchSchedule_->factor(epoch);
-    const double steps = static_cast<double>((trainData_.size() + batch - 1) / batch);
+    const double steps = static_cast<double>((data_.train->size() + batch - 1) / batch);
     const double warm = recipe_.lr.warmupEpochs - static_cast<double>(epoch - 1);
     total += steps;
     warmup += steps * std::clamp(warm, 0.0, 1.0);
@@ -393,11 +382,11 @@ int64_t TrainingRun::decaySteps() const {
 void TrainingRun::printBanner() const {
   if (quiet_) return;
   fmt::print(
-      "bigbatch: {} ({} parameters), {} train / {} test images, global batch {} = {} "
+      "bigbatch: {} ({} parameters), {}, global batch {} = {} "
       "rank(s) x {} x {} accumulation step(s), BN groups of {}, {} thread(s) per rank, "
       "{} gradient bucket(s), {} peak lr {:.4g}, {} compute, {} on the wire{}\n"
       "  run directory: {}\n",
-      recipe_.modelName, countParameters(*model_), trainData_.size(), testData_.size(),
+      recipe_.modelName, countParameters(*model_), data_.description,
       recipe_.globalBatch, worldSize_, recipe_.batchPerRank, recipe_.accumulation,
       std::max<int64_t>(1, recipe_.batchPerRank / recipe_.step.groups), threads_,
       ddp_->buckets().size(),
@@ -469,9 +458,9 @@ EpochSteps TrainingRun::trainEpoch() {
   EpochSteps e;
   e.globalBatch = recipe_.globalBatch * batchSchedule_->factor(epoch);
   const ShardPlan plan =
-      planEpoch(trainData_.size(), e.globalBatch, rank_, worldSize_, recipe_.seed, epoch);
+      planEpoch(trainSource_->size(), e.globalBatch, rank_, worldSize_, recipe_.seed, epoch);
   InputPipeline pipeline(trainSource_, augment_, pipelineOptions_, recipe_.seed, epoch,
-                         microBatches(plan, state_.stepInEpoch, recipe_.accumulation));
+                         microBatches(plan, state_.stepInEpoch, recipe_.accumulation), cache_);
   progress_.startEpoch(epoch, recipe_.epochs, plan.steps);
   const auto start = Clock::now();
   while (state_.stepInEpoch < plan.steps) {
@@ -488,7 +477,7 @@ void TrainingRun::trainOneStep(InputPipeline& pipeline, int64_t stepsInEpoch, Ep
   RunState& s = state_;
   // Images in this global batch (the last one of an epoch may be short).
   const int64_t samples =
-      std::min(e.globalBatch, trainData_.size() - s.stepInEpoch * e.globalBatch);
+      std::min(e.globalBatch, trainSource_->size() - s.stepInEpoch * e.globalBatch);
   const double position = static_cast<double>(s.epoch - 1) +
                           static_cast<double>(s.stepInEpoch) / static_cast<double>(stepsInEpoch);
   const double scheduled = lrSchedule_->at(position);
@@ -523,30 +512,42 @@ void TrainingRun::checkpointMidEpoch(int64_t stepsInEpoch) {
   checkpointer_->save(state_);
 }
 
-// Test accuracy on evaluation epochs (every train.eval_every, and the last),
-// sharded over the ranks; `evalS` gets the seconds it took.
-std::optional<double> TrainingRun::evaluateIfDue(double& evalS) {
+// Test accuracy, top-1 and top-5, on evaluation epochs (every
+// train.eval_every, and the last), sharded over the ranks; `evalS` gets the
+// seconds it took. In-memory data is evaluated as stored; CIFAR-10 and
+// folders through the input pipeline with the validation crop.
+std::optional<std::pair<double, double>> TrainingRun::evaluateIfDue(double& evalS) {
   const int64_t epoch = state_.epoch;
   if (epoch % recipe_.evalEvery != 0 && epoch != recipe_.epochs) return std::nullopt;
   BIGBATCH_MLLOG_START(ml_, mlkey::kEvalStart, {{"epoch_num", epoch}});
   const auto start = Clock::now();
   std::vector<torch::Tensor> own;
   agreeOnBatchNormStatistics(own);
-  const double mine =
-      static_cast<double>(evaluateShard(*model_, testData_, recipe_.evalBatch, recipe_.channelsLast,
-                                        recipe_.precision, rank_, worldSize_));
+  const EvalCounts mine =
+      data_.inMemory()
+          ? evaluateShard(*model_, data_.testSet, recipe_.evalBatch, recipe_.channelsLast,
+                          recipe_.precision, rank_, worldSize_)
+          : evaluateSourceShard(*model_, data_.test, data_.evalAugment, pipelineOptions_,
+                                recipe_.evalBatch, recipe_.precision, rank_, worldSize_);
   if (!own.empty()) restoreFloatBuffers(*model_, own);
-  const double accuracy = ddp_->allreduceSum({mine})[0] / static_cast<double>(testData_.size());
+  const auto sums = ddp_->allreduceSum({static_cast<double>(mine.top1),
+                                        static_cast<double>(mine.top5),
+                                        static_cast<double>(mine.samples)});
+  BIGBATCH_REQUIRE(sums[2] > 0, IoError,
+                   "no test sample could be evaluated (every one was skipped as unreadable)");
+  const double top1 = sums[0] / sums[2], top5 = sums[1] / sums[2];
   evalS = secondsSince(start);
   if (timeline_ && timeline_->active()) {
     timeline_->record("evaluation", Timeline::kComputeThread, start, Clock::now(),
                       fmt::format(R"("epoch":{})", epoch));
   }
-  BIGBATCH_MLLOG_POINT(ml_, mlkey::kEvalAccuracy, accuracy, {{"epoch_num", epoch}});
+  BIGBATCH_MLLOG_POINT(ml_, mlkey::kEvalAccuracy, top1, {{"epoch_num", epoch}, {"top5", top5}});
   BIGBATCH_MLLOG_END(ml_, mlkey::kEvalStop, {{"epoch_num", epoch}});
-  state_.finalAccuracy = accuracy;
-  state_.bestAccuracy = std::max(state_.bestAccuracy, accuracy);
-  return accuracy;
+  state_.finalAccuracy = top1;
+  state_.bestAccuracy = std::max(state_.bestAccuracy, top1);
+  state_.finalTop5 = top5;
+  state_.bestTop5 = std::max(state_.bestTop5, top5);
+  return std::make_pair(top1, top5);
 }
 
 // Every rank evaluates its shard with the same BatchNorm statistics, the
@@ -578,7 +579,10 @@ EpochRecord TrainingRun::closeEpoch(const EpochSteps& e) {
   state_.trainImages += static_cast<int64_t>(totals[2]);
 
   EpochRecord r;
-  r.testAcc = evaluateIfDue(r.evalS);
+  if (const auto acc = evaluateIfDue(r.evalS)) {
+    r.testAcc = acc->first;
+    r.testTop5 = acc->second;
+  }
   BIGBATCH_MLLOG_END(ml_, mlkey::kBlockStop, {{"first_epoch_num", state_.epoch}});
   r.epoch = state_.epoch;
   r.step = state_.globalStep;
@@ -607,7 +611,8 @@ EpochRecord TrainingRun::closeEpoch(const EpochSteps& e) {
 // train.stop_at_target); the epoch-end checkpoint when one is due.
 bool TrainingRun::stopOrCheckpoint(const EpochRecord& record) {
   bool stop = false;
-  if (record.testAcc && *record.testAcc >= recipe_.targetAccuracy && !state_.reachedTarget) {
+  const std::optional<double> metric = recipe_.targetTop5 ? record.testTop5 : record.testAcc;
+  if (metric && *metric >= recipe_.targetAccuracy && !state_.reachedTarget) {
     state_.reachedTarget = true;
     state_.timeToTargetS = elapsedNow();
     stop = recipe_.stopAtTarget;
@@ -641,6 +646,7 @@ TrainResult TrainingRun::finish() {
   TrainResult result;
   state_.copyTo(result);
   result.targetAccuracy = recipe_.targetAccuracy;
+  result.targetMetric = recipe_.targetTop5 ? "top5" : "top1";
   result.globalBatchSize = recipe_.globalBatch;
   result.worldSize = worldSize_;
   result.runDir = start_.runDir ? start_.runDir->path() : std::string();

@@ -3,6 +3,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdlib>
 #include <filesystem>
@@ -401,6 +402,43 @@ TEST(Cli, PlanCalibratesFromBenchRows) {
     EXPECT_EQ(f["samples"].get<int>() % 9, 0) << f.dump();  // 9 sizes per algorithm
   }
   std::filesystem::remove(rows);
+}
+
+}  // namespace
+
+namespace {
+
+// Fashion-MNIST as an image folder: 60,000 + 10,000 JPEGs in 10 class
+// folders whose sorted names keep the label order; refused over an existing
+// export without --overwrite.
+TEST(Cli, DataExportFolderWritesFashionMnist) {
+  const std::string root = ::testing::TempDir() + "/fm_folder_" + std::to_string(::getpid());
+  std::filesystem::remove_all(root);
+  Outcome o = run("data export-folder fashion-mnist " + root);
+  ASSERT_EQ(o.status, 0) << o.output;
+  for (const auto& [split, expected] : {std::pair{"train", 60000}, std::pair{"val", 10000}}) {
+    std::vector<std::string> classes;
+    int files = 0;
+    for (const auto& c : std::filesystem::directory_iterator(root + "/" + split)) {
+      classes.push_back(c.path().filename().string());
+      for (const auto& f : std::filesystem::directory_iterator(c.path())) {
+        EXPECT_EQ(f.path().extension(), ".jpg");
+        ++files;
+      }
+    }
+    std::sort(classes.begin(), classes.end());
+    ASSERT_EQ(classes.size(), 10u);
+    EXPECT_EQ(classes.front(), "00_t-shirt");
+    EXPECT_EQ(classes.back(), "09_ankle-boot");
+    EXPECT_EQ(files, expected) << split;
+  }
+  Outcome again = run("data export-folder fashion-mnist " + root);
+  EXPECT_EQ(again.status, 1);
+  EXPECT_NE(again.output.find("already holds train/ or val/"), std::string::npos) << again.output;
+  Outcome other = run("data export-folder cifar10 " + root + "_x");
+  EXPECT_EQ(other.status, 1);
+  EXPECT_NE(other.output.find("only fashion-mnist"), std::string::npos) << other.output;
+  std::filesystem::remove_all(root);
 }
 
 }  // namespace

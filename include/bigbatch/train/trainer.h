@@ -76,8 +76,11 @@ struct TrainingJob {
 struct TrainResult {
   bool reachedTarget = false;
   double targetAccuracy = 0;
-  double finalAccuracy = 0;
+  double finalAccuracy = 0;  // top-1, fraction
   double bestAccuracy = 0;
+  double finalTop5 = 0;
+  double bestTop5 = 0;
+  std::string targetMetric = "top1";  // what targetAccuracy applies to
   double timeToTargetS = -1;  // < 0 when not reached
   double trainTimeS = 0;      // run_start -> run_stop
   double throughputImgS = 0;  // training images per second, evaluation excluded
