@@ -1,0 +1,97 @@
+#!/bin/bash
+# bigbatch across emulated hosts (scripts/emulated_cluster: one network
+# namespace per host, MPI over TCP between them, shared memory inside):
+#   sweep        every algorithm but shm (which needs one host), fp32, bf16
+#                and fp16, 4 B..256 KiB, on 2 hosts x 1 rank and 2 hosts x
+#                2 ranks: no wrong element (the crafted inputs' exact sums,
+#                the hierarchical algorithm's cross-host phase included),
+#                and every rank sees the right layout
+#   equivalence  the default recipe (1 short epoch) on 2 hosts x 1 rank and
+#                on 2 ranks of one host: the same metrics and the same
+#                model.pt, byte for byte (a sum of two is the same in any
+#                order, whatever algorithm each layout picks)
+#   kill         a rank on the other host SIGKILLed mid-training: the job
+#                ends non-zero within LIMIT seconds and names rank 1
+#   multihost_test.sh BIGBATCH_BINARY CONFIG MODE [LIMIT]
+set -u
+bin=$(realpath "$1"); config=$(realpath "$2"); mode=$3; limit=${4:-60}
+here=$(cd "$(dirname "$0")" && pwd)
+cluster="$here/../../scripts/emulated_cluster"
+[ "$(id -u)" = 0 ] || { echo "FAIL: needs root (network namespaces); CI runs as root"; exit 1; }
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+small=(--set data.train_samples=4096 --set data.eval_samples=1000 --set train.epochs=1
+       --set run.threads=1 --set ckpt.every_epochs=0)
+
+case "$mode" in
+sweep)
+  for layout in "2 1" "2 2"; do
+    set -- $layout
+    for type in float32 bfloat16 float16; do
+      "$cluster" --hosts "$1" --ranks-per-host "$2" -- "$bin" bench allreduce --json --no-memcpy \
+        --min-bytes 4 --max-bytes 256K --iters 2 --warmup 1 --type "$type" \
+        --algorithms auto,ring,halving_doubling,recursive_doubling,hierarchical,mpi \
+        >"$dir/rows" 2>&1 || { echo "FAIL: $1 x $2 $type exited non-zero"; cat "$dir/rows"; exit 1; }
+      /usr/bin/python3 - "$dir/rows" "$1" "$2" "$type" <<'EOF' || exit 1
+import json, sys
+path, hosts, per, dtype = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
+rows = [json.loads(l) for l in open(path) if l.startswith("{")]
+assert len(rows) == 17 * 6, f"FAIL: {len(rows)} rows, expected 17 sizes x 6 algorithms"
+for r in rows:
+    assert r["ranks"] == hosts * per and r["local_ranks"] == per, f"FAIL: layout {r}"
+    assert r["wrong"] == 0, f"FAIL: wrong elements {r}"
+print(f"{hosts} hosts x {per}: {dtype}: {len(rows)} rows, none wrong")
+EOF
+    done
+  done
+  echo "multihost_test: ok sweep"
+  ;;
+equivalence)
+  "$cluster" --hosts 2 -- "$bin" train "$config" --run-dir "$dir/hosts" -q "${small[@]}" \
+    >"$dir/log1" 2>&1 || { echo "FAIL: the 2-host run failed"; cat "$dir/log1"; exit 1; }
+  "$bin" train "$config" --workers 2 --run-dir "$dir/one" -q "${small[@]}" \
+    >"$dir/log2" 2>&1 || { echo "FAIL: the 1-host run failed"; cat "$dir/log2"; exit 1; }
+  /usr/bin/python3 - "$dir" <<'EOF' || exit 1
+import csv, json, sys
+d = sys.argv[1]
+a = list(csv.DictReader(open(f"{d}/hosts/metrics.csv")))
+b = list(csv.DictReader(open(f"{d}/one/metrics.csv")))
+for key in ("train_loss", "train_acc", "test_acc", "test_top5"):
+    assert [r[key] for r in a] == [r[key] for r in b], f"FAIL: {key} {a} vs {b}"
+sa, sb = json.load(open(f"{d}/hosts/summary.json")), json.load(open(f"{d}/one/summary.json"))
+assert sa["world_size"] == sb["world_size"] == 2
+print("2 hosts x 1 and 1 host x 2: train_loss", a[-1]["train_loss"], "test_acc", a[-1]["test_acc"])
+EOF
+  cmp "$dir/hosts/model.pt" "$dir/one/model.pt" || { echo "FAIL: model.pt differs"; exit 1; }
+  echo "multihost_test: ok equivalence"
+  ;;
+kill)
+  "$cluster" --hosts 2 -- "$bin" train "$config" --run-dir "$dir/run" \
+    --set data.train_samples=20000 --set data.eval_samples=1000 --set train.epochs=3 \
+    --set run.threads=1 >"$dir/log" 2>&1 &
+  job=$!
+  for _ in $(seq 1 600); do grep -q "allreduce:" "$dir/log" 2>/dev/null && break; sleep 0.1; done
+  ns=$(sed -n 's/^  host 1: namespace \([^,]*\),.*/\1/p' "$dir/log")
+  victim=""
+  for pid in $(ip netns pids "$ns" 2>/dev/null); do
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "bigbatch train" && victim=$pid
+  done
+  [ -n "$victim" ] || { echo "FAIL: no rank found in namespace '$ns'"; cat "$dir/log"; kill "$job"; exit 1; }
+  kill -9 "$victim"
+  start=$(date +%s.%N)
+  for _ in $(seq 1 $((limit * 10))); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2>/dev/null; then
+    echo "FAIL: the job still runs ${limit} s after the kill"; kill "$job"; sleep 2; cat "$dir/log"; exit 1
+  fi
+  wait "$job"; rc=$?
+  elapsed=$(echo "$(date +%s.%N) - $start" | bc)
+  cat "$dir/log"
+  echo "multihost_test: exit status $rc ${elapsed} s after the kill of pid $victim in $ns"
+  [ "$rc" -ne 0 ] || { echo "FAIL: exit status 0 after losing a rank"; exit 1; }
+  grep -Eq "rank 1 .*(signal 9|Killed)|rank 1 did not|stopped answering: rank 1" "$dir/log" ||
+    { echo "FAIL: the lost rank is not named"; exit 1; }
+  ip netns list | grep -q "^$ns" && { echo "FAIL: namespace $ns left behind"; exit 1; }
+  echo "multihost_test: ok kill"
+  ;;
+*) echo "multihost_test: unknown mode '$mode'"; exit 2 ;;
+esac
