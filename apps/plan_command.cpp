@@ -128,6 +128,7 @@ ordered_json predictionJson(int devices, const plan::Cluster& c, const plan::Ste
                       {"exchange_s", s.exchangeS},
                       {"exposed_exchange_s", s.exposedExchangeS},
                       {"sync_s", s.syncS},
+                      {"exchange_ratio", s.exchangeS / s.computeS},
                       {"buckets", s.buckets},
                       {"allreduce", s.algorithm.empty() ? "none" : s.algorithm},
                       {"steps_per_epoch", r.stepsPerEpoch},
@@ -181,6 +182,8 @@ int runPrediction(PlanArgs a) {
                      n, a.devicesPerNode);
     const plan::RunPrediction r = plan::predictRun(in, c, run);
     rows.push_back(predictionJson(n, c, in, r, plan::recommend(in, c)));
+    if (a.linkForRatio > 0)
+      rows.back()["inter_gbps_for_ratio"] = plan::interGbpsForRatio(in, c, a.linkForRatio);
   }
   if (a.json) {
     for (const auto& row : rows) fmt::print("{}\n", row.dump());
@@ -198,6 +201,12 @@ int runPrediction(PlanArgs a) {
              "devices", "nodes", "img/s", "eff", "step_ms", "comp_ms", "exch_ms", "expo_ms",
              "sync_ms", "allreduce", "to_train", "recommended");
   for (const auto& r : rows) {
+    if (r.contains("inter_gbps_for_ratio")) {
+      fmt::print(
+          "# {} devices: an inter-node link of {:.4g} Gb/s per node makes the exchange "
+          "{} x the compute (--link-for-ratio)\n",
+          r["devices"].get<int>(), r["inter_gbps_for_ratio"].get<double>(), a.linkForRatio);
+    }
     fmt::print(
         "{:>8} {:>6} {:>12.0f} {:>6.3f} {:>9.2f} {:>9.2f} {:>9.2f} {:>9.2f} {:>8.2f} "
         "{:>18} {:>10}   {} {:.0f} MiB ({:.0f} img/s)\n",
@@ -379,6 +388,11 @@ CLI::App* addPlanCommand(CLI::App& app, PlanArgs& a) {
                    "coefficient of variation of one device's step time; the slowest of N costs "
                    "jitter·sqrt(2 ln N) of a step")
       ->capture_default_str();
+  plan->add_option("--link-for-ratio", a.linkForRatio,
+                   "also give the inter-node Gb/s at which the exchange takes this many times "
+                   "the compute (exchange_ratio of another plan: reproduce a cluster's ratio "
+                   "on scripts/emulated_cluster's links)")
+      ->check(CLI::PositiveNumber);
   plan->add_flag("--no-overlap", a.noOverlap,
                  "exchange only after backward (default: buckets go as they fill)");
   plan->add_option("--epochs", a.epochs, "epochs of the run")->capture_default_str();

@@ -28,6 +28,7 @@ struct PlanArgs {
   double fusionMb = 25;  // MiB
   double backwardShare = 2.0 / 3.0, optimizerShare = 0, jitter = 0.02;
   bool noOverlap = false;
+  double linkForRatio = 0;  // > 0: the inter-node Gb/s at which exchange_s / compute_s is this
   double epochs = 90;
   long long datasetSize = 1281167, evalSize = 50000;
   double evalEvery = 1;

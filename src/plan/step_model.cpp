@@ -116,6 +116,30 @@ RunPrediction predictRun(const StepInputs& in, const Cluster& cluster, const Run
   return out;
 }
 
+double interGbpsForRatio(const StepInputs& in, Cluster c, double ratio) {
+  BIGBATCH_REQUIRE(c.nodes() > 1, InvalidArgument,
+                   "--link-for-ratio: {} device(s) on {} node(s) exchange nothing between nodes; "
+                   "use at least 2 nodes (--devices a multiple of --devices-per-node, e.g. 2 x 1)",
+                   c.devices, c.nodes());
+  BIGBATCH_REQUIRE(ratio > 0, InvalidArgument, "--link-for-ratio {}: must be > 0", ratio);
+  auto ratioAt = [&](double gbps) {
+    c.inter.gbps = gbps;
+    const StepPrediction p = predictStep(in, c);
+    return p.exchangeS / p.computeS;
+  };
+  double lo = 1e-6, hi = 1e7;  // Gb/s: the ratio falls from ratioAt(lo) to ratioAt(hi)
+  const double least = ratioAt(hi);
+  BIGBATCH_REQUIRE(ratio > least, InvalidArgument,
+                   "--link-for-ratio {}: out of reach; with these latencies the exchange takes at "
+                   "least {:.4g} of the compute on any link",
+                   ratio, least);
+  for (int i = 0; i < 200 && hi / lo > 1 + 1e-9; ++i) {
+    const double mid = std::sqrt(lo * hi);
+    (ratioAt(mid) > ratio ? lo : hi) = mid;
+  }
+  return std::sqrt(lo * hi);
+}
+
 Recommendation recommend(StepInputs in, const Cluster& cluster) {
   Recommendation best;
   for (const auto& algorithm : plannedAlgorithms()) {

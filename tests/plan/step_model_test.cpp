@@ -159,6 +159,24 @@ TEST(StepModel, ResNet50IsTorchvisionsParameterSet) {
   EXPECT_EQ(e.front(), 1000);  // fc.bias: the first gradient backward produces
 }
 
+// The link found reproduces the ratio asked for; out-of-reach ratios and a
+// single node are refused by name.
+TEST(StepModel, LinkForARatioReproducesIt) {
+  StepInputs in = twoBuckets();
+  Cluster c = twoDevices();
+  c.devicesPerNode = 1;  // two nodes of one
+  c.inter.latencyUs = 10;
+  const double gbps = interGbpsForRatio(in, c, 0.25);
+  c.inter.gbps = gbps;
+  const StepPrediction p = predictStep(in, c);
+  EXPECT_NEAR(p.exchangeS / p.computeS, 0.25, 1e-6);
+  // Two buckets of 4 MB, each 2 messages of 2 MB on a ring of 2: 8 MB and 40 us
+  // of latency in 0.075 s = 0.25 x 0.3 s, so 8e6 x 8 / (0.075 - 40e-6) bit/s.
+  EXPECT_NEAR(gbps, 8e6 * 8 / (0.075 - 40e-6) / 1e9, 1e-6);
+  EXPECT_THROW(interGbpsForRatio(in, c, 1e-5), InvalidArgument);  // latency alone is more
+  EXPECT_THROW(interGbpsForRatio(in, twoDevices(), 0.25), InvalidArgument);  // one node
+}
+
 TEST(StepModel, BadInputIsNamed) {
   auto expectError = [](StepInputs in, Cluster c, const char* words) {
     try {

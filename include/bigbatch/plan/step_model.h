@@ -99,6 +99,16 @@ struct RunPrediction {
 
 RunPrediction predictRun(const StepInputs& in, const Cluster& cluster, const RunInputs& run);
 
+// The inter-node bandwidth (Gb/s per node) at which the step's exchange
+// (all buckets, back to back) takes `ratio` times its compute — the link
+// that makes this machine's step reproduce a cluster's exchange/compute
+// ratio (predict the cluster, read its exchange_s / compute_s, then ask for
+// the link here). Found by bisection (the exchange shrinks as the link
+// grows). Throws InvalidArgument on one node, or when `ratio` is out of
+// reach (the latencies alone exceed it; the message says the least ratio
+// possible).
+double interGbpsForRatio(const StepInputs& in, Cluster cluster, double ratio);
+
 // The (algorithm, fusion size) with the shortest predicted step, tried over
 // plannedAlgorithms() and fusion sizes of 1 MiB to 256 MiB in powers of two.
 struct Recommendation {
