@@ -63,8 +63,8 @@ std::vector<ConfigField> dataKeys() {
       F("data.val_dir", T::kString, std::string(""),
         "folder: the validation split, the same class sub-folders (empty: data.path/val)"),
       F("data.train_samples", T::kInt, int64_t{0},
-        "use only N training samples: the first N (fashion-mnist, cifar10), or N spread evenly "
-        "over the class-sorted folder; 0: all",
+        "use only N training samples: the first N (fashion-mnist, synthetic), or N spread "
+        "evenly over the set (cifar10, folder: a class-sorted folder keeps every class); 0: all",
         0.0, kInf),
       F("data.eval_samples", T::kInt, int64_t{0},
         "use only N test samples, chosen as data.train_samples; 0: all", 0.0, kInf),
