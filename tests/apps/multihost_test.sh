@@ -10,6 +10,9 @@
 #                on 2 ranks of one host: the same metrics and the same
 #                model.pt, byte for byte (a sum of two is the same in any
 #                order, whatever algorithm each layout picks)
+#   resume       stopped by a fault on the other host mid-epoch, resumed on
+#                the 2 hosts from its checkpoint: the same weights and
+#                metrics as an uninterrupted 2-host run
 #   kill         a rank on the other host SIGKILLed mid-training: the job
 #                ends non-zero within LIMIT seconds and names rank 1
 #   multihost_test.sh BIGBATCH_BINARY CONFIG MODE [LIMIT]
@@ -64,6 +67,30 @@ print("2 hosts x 1 and 1 host x 2: train_loss", a[-1]["train_loss"], "test_acc",
 EOF
   cmp "$dir/hosts/model.pt" "$dir/one/model.pt" || { echo "FAIL: model.pt differs"; exit 1; }
   echo "multihost_test: ok equivalence"
+  ;;
+resume)
+  # Stopped by a fault on rank 1 — on the other host — in the middle of
+  # epoch 2 (16 steps per epoch, checkpoints every 5: the newest is step
+  # 20), resumed with --resume auto on the 2 hosts: the same weights and
+  # metrics as an uninterrupted 2-host run.
+  common=(--set data.train_samples=4096 --set data.eval_samples=1000 --set train.epochs=2
+          --set train.stop_at_target=false --set train.batch_size=128 --set ckpt.every_steps=5
+          --set run.threads=1)
+  "$cluster" --hosts 2 -- "$bin" train "$config" -q "${common[@]}" --run-dir "$dir/reference" \
+    >"$dir/log0" 2>&1 || { echo "FAIL: reference run"; cat "$dir/log0"; exit 1; }
+  "$cluster" --hosts 2 -- "$bin" train "$config" -q "${common[@]}" --run-dir "$dir/resumed" \
+    --set fault.kind=throw --set fault.rank=1 --set fault.step=23 >"$dir/log1" 2>&1 &&
+    { echo "FAIL: the faulty run exited 0"; cat "$dir/log1"; exit 1; }
+  grep -q "ckpt-000000020.pt" "$dir/resumed/checkpoints/latest" ||
+    { echo "FAIL: latest is not step 20"; cat "$dir/log1"; exit 1; }
+  "$cluster" --hosts 2 -- "$bin" train "$config" -q "${common[@]}" --run-dir "$dir/resumed" \
+    --resume auto >"$dir/log2" 2>&1 || { echo "FAIL: the resumed run failed"; cat "$dir/log2"; exit 1; }
+  cmp "$dir/reference/model.pt" "$dir/resumed/model.pt" || { echo "FAIL: final weights differ"; exit 1; }
+  cols() { cut -d, -f1-6,18- "$1"; }  # every column that is not a time
+  diff <(cols "$dir/reference/metrics.csv") <(cols "$dir/resumed/metrics.csv") ||
+    { echo "FAIL: metrics differ"; exit 1; }
+  cols "$dir/resumed/metrics.csv"
+  echo "multihost_test: ok resume"
   ;;
 kill)
   "$cluster" --hosts 2 -- "$bin" train "$config" --run-dir "$dir/run" \
