@@ -1,6 +1,8 @@
 #include "bigbatch/plan/published_records.h"
 
 #include <algorithm>
+#include <string>
+#include <utility>
 
 namespace bigbatch::plan {
 namespace {
@@ -34,28 +36,37 @@ const char* kShareSource =
     "backward 2/3 of a step's compute (twice the forward's FLOPs), jitter 2 %, buckets of "
     "25 MiB, readiness proportional to bytes (the model's defaults, the same for every record)";
 
-}  // namespace
+// What every record shares: ResNet-50 for 90 epochs, reduced in two levels
+// (inside the node, across the nodes, back: torus2d) in the model's default
+// 25 MiB buckets, with the latency and share rules above among its sources.
+PublishedRecord twoLevelRun(std::string id, std::string citation, std::string device, int devices,
+                            int perNode, LinkLevel intra, LinkLevel inter, double deviceImgS,
+                            int batchPerDevice, bool fp16Exchange) {
+  PublishedRecord r;
+  r.id = std::move(id);
+  r.citation = std::move(citation);
+  r.device = std::move(device);
+  r.cluster.devices = devices;
+  r.cluster.devicesPerNode = perNode;
+  r.cluster.intra = intra;
+  r.cluster.inter = inter;
+  r.deviceImgS = deviceImgS;
+  r.batchPerDevice = batchPerDevice;
+  r.fp16Exchange = fp16Exchange;
+  r.allreduce = "torus2d";
+  r.fusionBytes = 25 * kMiB;
+  r.run.epochs = 90;
+  return r;
+}
 
-std::vector<PublishedRecord> publishedRecords() {
-  std::vector<PublishedRecord> records;
-
-  PublishedRecord goyal;
-  goyal.id = "goyal2017";
-  goyal.citation =
+PublishedRecord goyal2017() {
+  PublishedRecord r = twoLevelRun(
+      "goyal2017",
       "Goyal et al. 2017, Accurate, Large Minibatch SGD: Training ImageNet in 1 Hour, "
-      "arXiv:1706.02677";
-  goyal.device = "P100 (SXM2), fp32";
-  goyal.cluster.devices = 256;
-  goyal.cluster.devicesPerNode = 8;
-  goyal.cluster.intra = {160 * kGbps, 5};
-  goyal.cluster.inter = {50 * kGbps, 20};
-  goyal.deviceImgS = kP100ImgS;
-  goyal.batchPerDevice = 32;
-  goyal.allreduce = "torus2d";
-  goyal.fusionBytes = 25 * kMiB;
-  goyal.run.epochs = 90;
-  goyal.scalingBaseline = 8;
-  goyal.sources = {
+      "arXiv:1706.02677",
+      "P100 (SXM2), fp32", 256, 8, {160 * kGbps, 5}, {50 * kGbps, 20}, kP100ImgS, 32, false);
+  r.scalingBaseline = 8;
+  r.sources = {
       "256 P100 in 32 Big Basin servers of 8, 50 Gb/s Ethernet per server, 32 images per "
       "GPU (batch 8k), fp32, 90 epochs: the paper",
       "138.1 img/s per GPU: the paper's 8-GPU baseline, 90 epochs in 29 hours",
@@ -63,26 +74,18 @@ std::vector<PublishedRecord> publishedRecords() {
       "allreduce: two-level (the paper reduces inside the server, then across servers): torus2d",
       kLatencySource,
       kShareSource};
-  goyal.published = {{"scaling_efficiency", 0.90, "~90 % from 8 to 256 GPUs (abstract)"},
-                     {"time_to_train_s", 3600, "1 hour for 90 epochs (title, abstract)"}};
-  records.push_back(goyal);
+  r.published = {{"scaling_efficiency", 0.90, "~90 % from 8 to 256 GPUs (abstract)"},
+                 {"time_to_train_s", 3600, "1 hour for 90 epochs (title, abstract)"}};
+  return r;
+}
 
-  PublishedRecord akiba;
-  akiba.id = "akiba2017";
-  akiba.citation =
+PublishedRecord akiba2017() {
+  PublishedRecord r = twoLevelRun(
+      "akiba2017",
       "Akiba, Suzuki, Fukuda 2017, Extremely Large Minibatch SGD: Training ResNet-50 on "
-      "ImageNet in 15 Minutes, arXiv:1711.04325";
-  akiba.device = "P100, fp32";
-  akiba.cluster.devices = 1024;
-  akiba.cluster.devicesPerNode = 8;
-  akiba.cluster.intra = {96 * kGbps, 5};
-  akiba.cluster.inter = {112 * kGbps, 5};
-  akiba.deviceImgS = kP100ImgS;
-  akiba.batchPerDevice = 32;
-  akiba.allreduce = "torus2d";
-  akiba.fusionBytes = 25 * kMiB;
-  akiba.run.epochs = 90;
-  akiba.sources = {
+      "ImageNet in 15 Minutes, arXiv:1711.04325",
+      "P100, fp32", 1024, 8, {96 * kGbps, 5}, {112 * kGbps, 5}, kP100ImgS, 32, false);
+  r.sources = {
       "1024 P100 in 128 nodes of 8 (MN-1), batch 32k = 32 per GPU, 90 epochs: the paper",
       "inter-node 2 x FDR InfiniBand, 56 Gb/s each, per node: PFN's MN-1 description "
       "(tech.preferred.jp, 'MN-1: a GPU cluster behind 15-min ImageNet')",
@@ -91,27 +94,19 @@ std::vector<PublishedRecord> publishedRecords() {
       "allreduce: two-level (ChainerMN: NCCL inside the node, MPI ring across nodes): torus2d",
       kLatencySource,
       kShareSource};
-  akiba.published = {{"time_to_train_s", 900, "15 minutes for 90 epochs (title, abstract)"},
-                     {"scaling_efficiency", 0.80, "~80 % at 1024 GPUs"}};
-  records.push_back(akiba);
+  r.published = {{"time_to_train_s", 900, "15 minutes for 90 epochs (title, abstract)"},
+                 {"scaling_efficiency", 0.80, "~80 % at 1024 GPUs"}};
+  return r;
+}
 
-  PublishedRecord jia;
-  jia.id = "jia2018";
-  jia.citation =
+PublishedRecord jia2018() {
+  PublishedRecord r = twoLevelRun(
+      "jia2018",
       "Jia et al. 2018, Highly Scalable Deep Learning Training System with Mixed-Precision: "
-      "Training ImageNet in Four Minutes, arXiv:1807.11205";
-  jia.device = "P40, fp32 compute, fp16 exchange";
-  jia.cluster.devices = 2048;
-  jia.cluster.devicesPerNode = 8;
-  jia.cluster.intra = {96 * kGbps, 5};
-  jia.cluster.inter = {100 * kGbps, 5};
-  jia.deviceImgS = kP40ImgS;
-  jia.batchPerDevice = 32;
-  jia.fp16Exchange = true;
-  jia.allreduce = "torus2d";
-  jia.fusionBytes = 25 * kMiB;
-  jia.run.epochs = 90;
-  jia.sources = {
+      "Training ImageNet in Four Minutes, arXiv:1807.11205",
+      "P40, fp32 compute, fp16 exchange", 2048, 8, {96 * kGbps, 5}, {100 * kGbps, 5}, kP40ImgS, 32,
+      true);
+  r.sources = {
       "2048 P40 in 256 nodes of 8, 100 Gb/s Ethernet per node, batch 64k = 32 per GPU, "
       "mixed precision, hierarchical all-reduce with tensor fusion (torus2d): the paper",
       "153.1 img/s per GPU: the P100 rate x 11.76/10.6 (fp32 peaks, NVIDIA data sheets)",
@@ -119,27 +114,22 @@ std::vector<PublishedRecord> publishedRecords() {
       "90 epochs: the standard ResNet-50 budget (assumed)",
       kLatencySource,
       kShareSource};
-  jia.published = {{"time_to_train_s", 396, "6.6 minutes (abstract)"},
-                   {"scaling_efficiency", 0.879, "87.9 % at 2048 GPUs"}};
-  records.push_back(jia);
+  r.published = {{"time_to_train_s", 396, "6.6 minutes (abstract)"},
+                 {"scaling_efficiency", 0.879, "87.9 % at 2048 GPUs"}};
+  return r;
+}
 
-  PublishedRecord mikami;
-  mikami.id = "mikami2018";
-  mikami.citation =
+// ABCI: 4 V100 (SXM2) per node, two NVLink 2.0 links between each pair, two
+// EDR InfiniBand links per node.
+constexpr LinkLevel kAbciIntra{400 * kGbps, 5}, kAbciInter{200 * kGbps, 5};
+
+PublishedRecord mikami2018() {
+  PublishedRecord r = twoLevelRun(
+      "mikami2018",
       "Mikami et al. 2018, Massively Distributed SGD: ImageNet/ResNet-50 Training in a Flash "
-      "(first version: ImageNet/ResNet-50 Training in 224 Seconds), arXiv:1811.05233";
-  mikami.device = "V100 (SXM2), mixed precision";
-  mikami.cluster.devices = 1088;
-  mikami.cluster.devicesPerNode = 4;
-  mikami.cluster.intra = {400 * kGbps, 5};
-  mikami.cluster.inter = {200 * kGbps, 5};
-  mikami.deviceImgS = v100ImgS(32);
-  mikami.batchPerDevice = 32;
-  mikami.fp16Exchange = true;
-  mikami.allreduce = "torus2d";
-  mikami.fusionBytes = 25 * kMiB;
-  mikami.run.epochs = 90;
-  mikami.sources = {
+      "(first version: ImageNet/ResNet-50 Training in 224 Seconds), arXiv:1811.05233",
+      "V100 (SXM2), mixed precision", 1088, 4, kAbciIntra, kAbciInter, v100ImgS(32), 32, true);
+  r.sources = {
       "1088 V100 on ABCI (272 nodes of 4), 2 x InfiniBand EDR (100 Gb/s) per node, 32 "
       "images per GPU, fp16, 2D-torus all-reduce (reduce-scatter inside the node, all-reduce "
       "across, all-gather inside = torus2d): the paper",
@@ -149,24 +139,17 @@ std::vector<PublishedRecord> publishedRecords() {
       "intra-node 400 Gb/s: two NVLink 2.0 links (25 GB/s each) between each pair of an ABCI "
       "node's 4 V100",
       kLatencySource, kShareSource};
-  mikami.published = {{"scaling_efficiency", 0.9162, "91.62 % with 1088 GPUs"}};
-  records.push_back(mikami);
+  r.published = {{"scaling_efficiency", 0.9162, "91.62 % with 1088 GPUs"}};
+  return r;
+}
 
-  PublishedRecord yamazaki;
-  yamazaki.id = "yamazaki2019";
-  yamazaki.citation =
+PublishedRecord yamazaki2019() {
+  PublishedRecord r = twoLevelRun(
+      "yamazaki2019",
       "Yamazaki et al. 2019, Yet Another Accelerated SGD: ResNet-50 Training on ImageNet in "
-      "74.7 seconds, arXiv:1903.12650";
-  yamazaki.device = "V100 (SXM2), mixed precision";
-  yamazaki.cluster = mikami.cluster;
-  yamazaki.cluster.devices = 2048;
-  yamazaki.deviceImgS = v100ImgS(40);
-  yamazaki.batchPerDevice = 40;
-  yamazaki.fp16Exchange = true;
-  yamazaki.allreduce = "torus2d";
-  yamazaki.fusionBytes = 25 * kMiB;
-  yamazaki.run.epochs = 90;
-  yamazaki.sources = {
+      "74.7 seconds, arXiv:1903.12650",
+      "V100 (SXM2), mixed precision", 2048, 4, kAbciIntra, kAbciInter, v100ImgS(40), 40, true);
+  r.sources = {
       "2048 V100 on ABCI (512 nodes of 4), batch 81,920 = 40 per GPU, fp16 compute and "
       "exchange, hierarchical reduction (torus2d): the paper",
       "V100 rate at 40 per GPU: 1,442.6 img/s x 3,072.5/3,832 (the README's FP16 inference "
@@ -175,10 +158,15 @@ std::vector<PublishedRecord> publishedRecords() {
       "90 epochs (assumed: the standard budget)",
       kLatencySource,
       kShareSource};
-  yamazaki.published = {{"img_s", 1.73e6, "over 1.73 M images/s (abstract)"},
-                        {"time_to_train_s", 74.7, "74.7 s (title, abstract)"}};
-  records.push_back(yamazaki);
-  return records;
+  r.published = {{"img_s", 1.73e6, "over 1.73 M images/s (abstract)"},
+                 {"time_to_train_s", 74.7, "74.7 s (title, abstract)"}};
+  return r;
+}
+
+}  // namespace
+
+std::vector<PublishedRecord> publishedRecords() {
+  return {goyal2017(), akiba2017(), jia2018(), mikami2018(), yamazaki2019()};
 }
 
 RecordPrediction predictRecord(const PublishedRecord& r,

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <utility>
 
 #include "bigbatch/common/error.h"
 #include "bigbatch/plan/allreduce_cost.h"
@@ -75,9 +76,12 @@ StepPrediction predictStep(const StepInputs& in, const Cluster& cluster) {
   for (double b : buckets) {
     produced += b;
     const double ready = in.overlap ? backwardS * produced / total : backwardS;
-    std::string algorithm = in.allreduce;
-    if (algorithm == "auto") algorithm = cheapestAllreduce(b, cluster).first;
-    const double cost = allreduceCost(algorithm, b, cluster).seconds(cluster);
+    // "auto" prices every algorithm once and keeps the cheapest.
+    const auto [algorithm, counts] =
+        in.allreduce == "auto"
+            ? cheapestAllreduce(b, cluster)
+            : std::make_pair(in.allreduce, allreduceCost(in.allreduce, b, cluster));
+    const double cost = counts.seconds(cluster);
     if (b > largest && cluster.devices > 1) {
       largest = b;
       out.algorithm = algorithm;
