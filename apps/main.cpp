@@ -32,8 +32,8 @@
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/timeline.h"
 #include "bigbatch/train/trainer.h"
-#include "launch_workers.h"
 #include "data_command.h"
+#include "launch_workers.h"
 #include "plan_command.h"
 #include "plot.h"
 #include "process_env.h"
@@ -205,6 +205,119 @@ int failJob() {
   return 1;
 }
 
+// `bigbatch bench allreduce|optim|pipeline`: the options and the chosen one.
+struct BenchArgs {
+  bigbatch::BenchAllreduceOptions ar;
+  bool noMemcpy = false;
+  bigbatch::BenchOptimOptions bo;
+  bigbatch::BenchPipelineOptions bp;
+  CLI::App *allreduce = nullptr, *optim = nullptr, *pipeline = nullptr;
+};
+
+void addBenchCommands(CLI::App& app, BenchArgs& b) {
+  auto* bench = app.add_subcommand("bench", "benchmarks (run multi-rank ones under mpirun)");
+  bench->require_subcommand(1);
+  b.allreduce = bench->add_subcommand(
+      "allreduce", "nccl-tests-style allreduce sweep: time, algbw, busbw, #wrong per algorithm");
+  b.allreduce->add_option("--min-bytes", b.ar.minBytes, "smallest message in bytes")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  b.allreduce->add_option("--max-bytes", b.ar.maxBytes, "largest message in bytes (sizes step x2)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  b.allreduce
+      ->add_option("--algorithms", b.ar.algorithms,
+                   "comma-separated: auto, shm, hierarchical, ring, halving_doubling, "
+                   "recursive_doubling, mpi")
+      ->capture_default_str();
+  b.allreduce->add_option("--type", b.ar.type, "float32, bfloat16 or float16")
+      ->capture_default_str();
+  b.allreduce
+      ->add_option("--iters", b.ar.iterations,
+                   "timed calls per size and algorithm (0: about 2 GB moved, 5 to 200)")
+      ->check(atLeast(0))
+      ->capture_default_str();
+  b.allreduce->add_option("--warmup", b.ar.warmup, "untimed calls before timing")
+      ->check(atLeast(0))
+      ->capture_default_str();
+  b.allreduce->add_option("--timeout-ms", b.ar.timeoutMs, "deadline of each wait (ms)")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  b.allreduce
+      ->add_option("--chunk-bytes", b.ar.shmChunkBytes,
+                   "staging chunk per rank of shm and hierarchical (0: the library default)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  b.allreduce
+      ->add_option("--segment-bytes", b.ar.segmentBytes,
+                   "pipelining segment of the ring (0: the library default)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  b.allreduce->add_flag("--no-memcpy", b.noMemcpy,
+                        "omit the memcpy reference rows (default: shown)");
+  b.allreduce->add_flag("--json", b.ar.json,
+                        "one JSON object per row instead of the table (default: off)");
+  b.optim = bench->add_subcommand(
+      "optim", "fused optimizer step vs the per-tensor ATen loop, and the memory-bandwidth bound");
+  b.optim
+      ->add_option("--models", b.bo.models,
+                   "parameter sets: resnet50 (161 tensors, 25.6 M values), cnn (the default model)")
+      ->capture_default_str();
+  b.optim->add_option("--optimizers", b.bo.optimizers, "lars, lamb, sgd")->capture_default_str();
+  b.optim
+      ->add_option(
+          "--iterations", b.bo.iterations,
+          "timed steps per path; 0: 4e8 / parameter values, within 20..5000 (20 for ResNet-50)")
+      ->check(atLeast(0))
+      ->capture_default_str();
+  b.optim->add_option("--threads", b.bo.threads, "intra-op threads; 0: all cores")
+      ->check(atLeast(0))
+      ->capture_default_str();
+  b.optim->add_flag("--json", b.bo.json,
+                    "one JSON object per row instead of the table (default: off)");
+
+  b.pipeline = bench->add_subcommand(
+      "pipeline",
+      "input pipeline on a folder of JPEGs: decode, random resized crop, flip, "
+      "normalise, batch (bench/pipeline_bench.sh compares torchvision)");
+  b.pipeline->add_option(
+      "--dir", b.bp.dir,
+      "root/<class>/<image>.jpg (bench/make_jpeg_folder.py); default: synthetic 500x375 images");
+  b.pipeline
+      ->add_option("--workers", b.bp.workers,
+                   "decode threads (and as many augment threads; one read thread)")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  b.pipeline->add_option("--size", b.bp.size, "output crop side in pixels")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  b.pipeline->add_option("--batch", b.bp.batch, "images per batch")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  b.pipeline->add_option("--epochs", b.bp.epochs, "epochs, each timed")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  b.pipeline->add_option("--prefetch", b.bp.prefetch, "batches in flight")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  b.pipeline->add_option("--cache-mb", b.bp.cacheMb, "decoded-image cache budget in MiB (0: none)")
+      ->check(atLeast(0))
+      ->capture_default_str();
+  b.pipeline->add_flag("--json", b.bp.json,
+                       "one JSON object per epoch instead of the table (default: off)");
+}
+
+// Runs the bench subcommand that was given; -1 when none was.
+int runBench(BenchArgs& b) {
+  if (*b.allreduce) {
+    b.ar.memcpy = !b.noMemcpy;
+    return bigbatch::runBenchAllreduce(b.ar);
+  }
+  if (*b.optim) return bigbatch::runBenchOptim(b.bo);
+  if (*b.pipeline) return bigbatch::runBenchPipeline(b.bp);
+  return -1;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -250,100 +363,8 @@ int main(int argc, char** argv) {
   bigbatch::PlanArgs planArgs;
   auto* planCmd = bigbatch::addPlanCommand(app, planArgs);
 
-  auto* bench = app.add_subcommand("bench", "benchmarks (run multi-rank ones under mpirun)");
-  bench->require_subcommand(1);
-  auto* benchAllreduce = bench->add_subcommand(
-      "allreduce", "nccl-tests-style allreduce sweep: time, algbw, busbw, #wrong per algorithm");
-  bigbatch::BenchAllreduceOptions ar;
-  benchAllreduce->add_option("--min-bytes", ar.minBytes, "smallest message in bytes")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str();
-  benchAllreduce->add_option("--max-bytes", ar.maxBytes, "largest message in bytes (sizes step x2)")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str();
-  benchAllreduce
-      ->add_option("--algorithms", ar.algorithms,
-                   "comma-separated: auto, shm, hierarchical, ring, halving_doubling, "
-                   "recursive_doubling, mpi")
-      ->capture_default_str();
-  benchAllreduce->add_option("--type", ar.type, "float32, bfloat16 or float16")
-      ->capture_default_str();
-  benchAllreduce
-      ->add_option("--iters", ar.iterations,
-                   "timed calls per size and algorithm (0: about 2 GB moved, 5 to 200)")
-      ->check(atLeast(0))
-      ->capture_default_str();
-  benchAllreduce->add_option("--warmup", ar.warmup, "untimed calls before timing")
-      ->check(atLeast(0))
-      ->capture_default_str();
-  benchAllreduce->add_option("--timeout-ms", ar.timeoutMs, "deadline of each wait (ms)")
-      ->check(atLeast(1))
-      ->capture_default_str();
-  benchAllreduce
-      ->add_option("--chunk-bytes", ar.shmChunkBytes,
-                   "staging chunk per rank of shm and hierarchical (0: the library default)")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str();
-  benchAllreduce
-      ->add_option("--segment-bytes", ar.segmentBytes,
-                   "pipelining segment of the ring (0: the library default)")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str();
-  bool noMemcpy = false;
-  benchAllreduce->add_flag("--no-memcpy", noMemcpy,
-                           "omit the memcpy reference rows (default: shown)");
-  benchAllreduce->add_flag("--json", ar.json,
-                           "one JSON object per row instead of the table (default: off)");
-  bigbatch::BenchOptimOptions bo;
-  auto* benchOptim = bench->add_subcommand(
-      "optim", "fused optimizer step vs the per-tensor ATen loop, and the memory-bandwidth bound");
-  benchOptim
-      ->add_option("--models", bo.models,
-                   "parameter sets: resnet50 (161 tensors, 25.6 M values), cnn (the default model)")
-      ->capture_default_str();
-  benchOptim->add_option("--optimizers", bo.optimizers, "lars, lamb, sgd")->capture_default_str();
-  benchOptim
-      ->add_option(
-          "--iterations", bo.iterations,
-          "timed steps per path; 0: 4e8 / parameter values, within 20..5000 (20 for ResNet-50)")
-      ->check(atLeast(0))
-      ->capture_default_str();
-  benchOptim->add_option("--threads", bo.threads, "intra-op threads; 0: all cores")
-      ->check(atLeast(0))
-      ->capture_default_str();
-  benchOptim->add_flag("--json", bo.json,
-                       "one JSON object per row instead of the table (default: off)");
-
-  bigbatch::BenchPipelineOptions bp;
-  auto* benchPipeline = bench->add_subcommand(
-      "pipeline",
-      "input pipeline on a folder of JPEGs: decode, random resized crop, flip, "
-      "normalise, batch (bench/pipeline_bench.sh compares torchvision)");
-  benchPipeline->add_option(
-      "--dir", bp.dir,
-      "root/<class>/<image>.jpg (bench/make_jpeg_folder.py); default: synthetic 500x375 images");
-  benchPipeline
-      ->add_option("--workers", bp.workers,
-                   "decode threads (and as many augment threads; one read thread)")
-      ->check(atLeast(1))
-      ->capture_default_str();
-  benchPipeline->add_option("--size", bp.size, "output crop side in pixels")
-      ->check(atLeast(1))
-      ->capture_default_str();
-  benchPipeline->add_option("--batch", bp.batch, "images per batch")
-      ->check(atLeast(1))
-      ->capture_default_str();
-  benchPipeline->add_option("--epochs", bp.epochs, "epochs, each timed")
-      ->check(atLeast(1))
-      ->capture_default_str();
-  benchPipeline->add_option("--prefetch", bp.prefetch, "batches in flight")
-      ->check(atLeast(1))
-      ->capture_default_str();
-  benchPipeline->add_option("--cache-mb", bp.cacheMb, "decoded-image cache budget in MiB (0: none)")
-      ->check(atLeast(0))
-      ->capture_default_str();
-  benchPipeline->add_flag("--json", bp.json,
-                          "one JSON object per epoch instead of the table (default: off)");
+  BenchArgs benchArgs;
+  addBenchCommands(app, benchArgs);
 
   try {
     app.parse(argc, argv);
@@ -362,12 +383,7 @@ int main(int argc, char** argv) {
     if (*planCmd) return bigbatch::runPlan(planArgs);
     if (*exportFolderCmd) return bigbatch::runExportFolder(exportFolderArgs);
     if (*exportCmd) return runExport(exportSource, exportTarget);
-    if (*benchAllreduce) {
-      ar.memcpy = !noMemcpy;
-      return bigbatch::runBenchAllreduce(ar);
-    }
-    if (*benchOptim) return bigbatch::runBenchOptim(bo);
-    if (*benchPipeline) return bigbatch::runBenchPipeline(bp);
+    if (const int status = runBench(benchArgs); status >= 0) return status;
     if (*keys) {
       std::cout << bigbatch::describeConfigSchema(bigbatch::trainingConfigSchema(), markdown);
       return 0;
