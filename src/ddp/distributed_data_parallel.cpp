@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 
@@ -38,6 +39,13 @@ int64_t checksum(const torch::Tensor& t) {
   uint64_t h = fnv1a64(c.data_ptr(), static_cast<size_t>(c.numel()) * c.element_size());
   h ^= static_cast<uint64_t>(c.numel()) * 0x9e3779b97f4a7c15ULL;
   return static_cast<int64_t>(h & 0x7fffffffffffffffULL);
+}
+
+// A flat slice seen with `p`'s shape and strides (channels-last stays
+// channels-last, so gradient accumulation is a dense add).
+torch::Tensor shapedLike(const torch::Tensor& flat, const torch::Tensor& p) {
+  return p.is_non_overlapping_and_dense() ? flat.as_strided(p.sizes(), p.strides())
+                                          : flat.view(p.sizes());
 }
 
 }  // namespace
@@ -84,22 +92,26 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, Commu
   pending_.resize(layout_.size());
   ready_.assign(params_.size(), 0);
   torch::NoGradGuard noGrad;
+  partitioned_ = options_.partition && size_ > 1;
   for (size_t b = 0; b < layout_.size(); ++b) {
     buffers_.push_back(torch::zeros({layout_[b].numel}, params_.front().options()));
+    if (partitioned_)
+      weights_.push_back(torch::empty({layout_[b].numel}, params_.front().options()));
     for (const auto& e : layout_[b].entries) {
       bucketOf_[e.param] = b;
-      const torch::Tensor& p = params_[e.param];
-      // The view keeps the parameter's strides (channels-last stays
-      // channels-last), so accumulation is a dense add.
-      torch::Tensor flat = buffers_[b].narrow(0, e.offset, e.numel);
-      torch::Tensor view = p.is_non_overlapping_and_dense()
-                               ? flat.as_strided(p.sizes(), p.strides())
-                               : flat.view(p.sizes());
+      torch::Tensor& p = params_[e.param];
+      if (partitioned_) {
+        torch::Tensor w = shapedLike(weights_[b].narrow(0, e.offset, e.numel), p);
+        w.copy_(p);
+        p.set_data(w);
+      }
+      torch::Tensor view = shapedLike(buffers_[b].narrow(0, e.offset, e.numel), p);
       if (p.grad().defined()) view.copy_(p.grad());
       p.mutable_grad() = view;
       views_[e.param] = view;
     }
   }
+  if (partitioned_) makeShards();
   for (size_t i = 0; i < params_.size(); ++i) {
     auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
     hookKeys_.push_back(acc->add_post_hook(std::make_unique<ReadyHook>(this, i)));
@@ -219,28 +231,119 @@ void DistributedDataParallel::launch(size_t bucket) {
   thread_->submit([this, bucket] { reduceBucket(bucket, false); });
 }
 
+void DistributedDataParallel::makeShards() {
+  for (size_t b = 0; b < layout_.size(); ++b) {
+    const int64_t n = layout_[b].numel;
+    const auto lo = static_cast<int64_t>(chunkBegin(static_cast<size_t>(n), size_, rank_));
+    const auto hi = static_cast<int64_t>(chunkBegin(static_cast<size_t>(n), size_, rank_ + 1));
+    for (const auto& e : layout_[b].entries) {
+      const int64_t s = std::max(lo, e.offset), t = std::min(hi, e.offset + e.numel);
+      if (s >= t) continue;
+      shards_.push_back({e.param, names_[e.param], params_[e.param].dim(), s - e.offset, t - s,
+                         weights_[b].narrow(0, s, t - s), buffers_[b].narrow(0, s, t - s),
+                         params_[e.param]});
+    }
+  }
+}
+
 void DistributedDataParallel::reduceBucket(size_t bucket, bool onComputeThread) {
-  StallWatchdog::Scope watched(options_.watchdog,
-                               onComputeThread ? StallWatchdog::kComputeThread
-                                               : StallWatchdog::kCommThread,
-                               "the gradient allreduce");
+  StallWatchdog::Scope watched(
+      options_.watchdog,
+      onComputeThread ? StallWatchdog::kComputeThread : StallWatchdog::kCommThread,
+      partitioned_ ? "the gradient reduce-scatter" : "the gradient allreduce");
   const auto start = std::chrono::steady_clock::now();
   torch::Tensor& buf = buffers_[bucket];
   const size_t n = static_cast<size_t>(buf.numel());
   float* data = buf.data_ptr<float>();
   if (options_.exchangeType == DataType::kFloat32) {
-    allreduce_->run(comm_, data, n, DataType::kFloat32);
+    if (partitioned_) {
+      reduceScatter(comm_, data, n, DataType::kFloat32, /*checkSignature=*/false);
+    } else {
+      allreduce_->run(comm_, data, n, DataType::kFloat32);
+    }
   } else {
     std::vector<uint8_t>& wire = wire_[bucket];
-    wire.resize(n * elementSize(options_.exchangeType));
+    const size_t bytes = elementSize(options_.exchangeType);
+    wire.resize(n * bytes);
     packFloats(options_.exchangeType, wire.data(), data, n, 1.0f / static_cast<float>(size_));
-    allreduce_->run(comm_, wire.data(), n, options_.exchangeType);
-    unpackFloats(options_.exchangeType, data, wire.data(), n, static_cast<float>(size_));
+    if (partitioned_) {
+      // Only this rank's chunk holds the sum; only it is unpacked.
+      reduceScatter(comm_, wire.data(), n, options_.exchangeType, /*checkSignature=*/false);
+      const size_t lo = chunkBegin(n, size_, rank_), hi = chunkBegin(n, size_, rank_ + 1);
+      unpackFloats(options_.exchangeType, data + lo, wire.data() + lo * bytes, hi - lo,
+                   static_cast<float>(size_));
+    } else {
+      allreduce_->run(comm_, wire.data(), n, options_.exchangeType);
+      unpackFloats(options_.exchangeType, data, wire.data(), n, static_cast<float>(size_));
+    }
   }
   if (options_.onExchange) {
     options_.onExchange(bucket, n * elementSize(options_.exchangeType), start,
                         std::chrono::steady_clock::now(), onComputeThread);
   }
+}
+
+void DistributedDataParallel::gatherWeights() {
+  if (!partitioned_) return;
+  // The last bucket holds the first layers, which the next forward needs first.
+  for (size_t b = layout_.size(); b-- > 0;) {
+    gatherTicket_ = thread_->submit([this, b] {
+      StallWatchdog::Scope watched(options_.watchdog, StallWatchdog::kCommThread,
+                                   "the weight all-gather");
+      const auto start = std::chrono::steady_clock::now();
+      allgather(comm_, weights_[b].data_ptr<float>(), static_cast<size_t>(weights_[b].numel()),
+                DataType::kFloat32, /*checkSignature=*/false);
+      if (options_.onExchange) {
+        options_.onExchange(b, static_cast<size_t>(weights_[b].numel()) * sizeof(float), start,
+                            std::chrono::steady_clock::now(), false);
+      }
+    });
+  }
+}
+
+double DistributedDataParallel::waitWeights() {
+  if (gatherTicket_ == 0) return 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  const uint64_t ticket = gatherTicket_;
+  gatherTicket_ = 0;
+  thread_->waitFor(ticket);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::vector<torch::Tensor> DistributedDataParallel::gatherShards(
+    const std::vector<torch::Tensor>& mine) {
+  BIGBATCH_REQUIRE(partitioned_ && mine.size() == shards_.size(), InvalidArgument,
+                   "gatherShards: {} slices given, this rank holds {}{}", mine.size(),
+                   shards_.size(), partitioned_ ? "" : " (the exchange is not partitioned)");
+  waitWeights();
+  torch::NoGradGuard noGrad;
+  std::vector<torch::Tensor> flats;
+  for (const auto& b : layout_) flats.push_back(torch::zeros({b.numel}, torch::kFloat32));
+  for (size_t i = 0; i < shards_.size(); ++i) {
+    const ParameterShard& s = shards_[i];
+    BIGBATCH_REQUIRE(mine[i].numel() == s.numel, InvalidArgument,
+                     "gatherShards: slice of '{}' has {} values, the shard {}", s.name,
+                     mine[i].numel(), s.numel);
+    const BucketEntry* entry = nullptr;
+    for (const auto& e : layout_[bucketOf_[s.param]].entries) {
+      if (e.param == s.param) entry = &e;
+    }
+    flats[bucketOf_[s.param]]
+        .narrow(0, entry->offset + s.begin, s.numel)
+        .copy_(mine[i].reshape({-1}));
+  }
+  runWatched("the optimizer-state all-gather", [&] {
+    for (auto& f : flats) {
+      allgather(comm_, f.data_ptr<float>(), static_cast<size_t>(f.numel()), DataType::kFloat32);
+    }
+  });
+  std::vector<torch::Tensor> whole(params_.size());
+  for (size_t b = 0; b < layout_.size(); ++b) {
+    for (const auto& e : layout_[b].entries) {
+      whole[e.param] = shapedLike(flats[b].narrow(0, e.offset, e.numel), params_[e.param]);
+    }
+  }
+  return whole;
 }
 
 std::vector<std::string> DistributedDataParallel::gatherToRoot(const std::string& mine) {

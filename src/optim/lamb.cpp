@@ -66,7 +66,7 @@ class Lamb final : public Optimizer {
     });
     p.reduce(partials_, 3, norms_);
     StepResult r;
-    r.gradNormSq = sumColumn(norms_, 3, 2);
+    r.gradNormSq = sumAcrossShards(norms_, 3, 2);
     if (!std::isfinite(r.gradNormSq)) return {false, r.gradNormSq};
     std::vector<float> coeff(params_.size());
     for (size_t i = 0; i < params_.size(); ++i) {

@@ -45,7 +45,10 @@ class Lars final : public Optimizer {
     // carried norm (excluded layers take trust 1 and need no |w|).
     readW_.assign(params_.size(), 0);
     for (size_t i = 0; i < params_.size(); ++i) {
-      readW_[i] = ptr[i].g && !excluded_[i] && !carried_->valid(i, params_[i].tensor);
+      // Partitioned: |w| of each slice is summed with the other ranks'
+      // anyway, and another rank's all-gather writes beside the slice.
+      readW_[i] =
+          ptr[i].g && !excluded_[i] && (partitioned() || !carried_->valid(i, params_[i].tensor));
     }
     // Pass 1 walks from the last layers back: backward wrote the first
     // layers' gradients last, and pass 2 (forward) then starts on what
@@ -67,7 +70,7 @@ class Lars final : public Optimizer {
     // |gs·g| = gs·|g| exactly.
     const double gs = h.gradScale;
     StepResult r;
-    r.gradNormSq = sumColumn(norms_, 2, 1) * gs * gs;
+    r.gradNormSq = sumAcrossShards(norms_, 2, 1) * gs * gs;
     if (!std::isfinite(r.gradNormSq)) return {false, r.gradNormSq};
 
     const float m = static_cast<float>(momentum(h));
@@ -87,10 +90,10 @@ class Lars final : public Optimizer {
       if (!q.g) return;
       kernels::larsUpdate(q.w + ch.begin, q.g + ch.begin, q.b[0] + ch.begin, ch.end - ch.begin, m,
                           coeff[ch.tensor], decay[ch.tensor], static_cast<float>(gs),
-                          excluded_[ch.tensor] ? nullptr : &updatePartials_[c]);
+                          excluded_[ch.tensor] || partitioned() ? nullptr : &updatePartials_[c]);
     });
     p.reduce(updatePartials_, 1, newNorms_);
-    for (size_t i = 0; i < params_.size(); ++i) {
+    for (size_t i = 0; i < params_.size() && !partitioned(); ++i) {
       if (ptr[i].g && !excluded_[i]) carried_->store(i, params_[i].tensor, newNorms_[i]);
     }
     return r;

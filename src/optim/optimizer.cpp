@@ -14,7 +14,7 @@ namespace bigbatch {
 
 bool isExcludedParameter(const NamedParameter& p, const OptimizerOptions& o) {
   if (!o.exclude) return false;
-  if (o.excludePattern.empty()) return p.tensor.dim() <= 1;
+  if (o.excludePattern.empty()) return (p.fullDim >= 0 ? p.fullDim : p.tensor.dim()) <= 1;
   return std::regex_search(p.name, std::regex(o.excludePattern));
 }
 
@@ -125,8 +125,52 @@ KfacCoverage Optimizer::enableKfac(const KfacOptions& options) {
   return coverage;
 }
 
+void Optimizer::partition(ShardReduction reduction) {
+  BIGBATCH_REQUIRE(!kfac_, InvalidArgument,
+                   "a partitioned optimizer (ddp.partition = optimizer) cannot precondition with "
+                   "K-FAC: set optim.kfac = false or ddp.partition = none");
+  BIGBATCH_REQUIRE(reduction.sum && reduction.layerOf.size() == params_.size(), InvalidArgument,
+                   "partition: {} layer indices for {} parameters", reduction.layerOf.size(),
+                   params_.size());
+  for (size_t layer : reduction.layerOf) {
+    BIGBATCH_REQUIRE(layer < reduction.layers, InvalidArgument,
+                     "partition: layer index {} outside 0..{}", layer, reduction.layers);
+  }
+  shards_ = std::move(reduction);
+}
+
+int64_t Optimizer::stateBytes() const {
+  int64_t bytes = 0;
+  for (const auto& [name, t] : state()) bytes += t.numel() * static_cast<int64_t>(t.element_size());
+  return bytes;
+}
+
+double Optimizer::sumAcrossShards(std::vector<double>& perParam, int width, int totalColumn) {
+  if (!partitioned()) return optim_detail::sumColumn(perParam, width, totalColumn);
+  std::vector<double> whole(shards_.layers * static_cast<size_t>(width), 0.0);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    for (int k = 0; k < width; ++k)
+      whole[shards_.layerOf[i] * width + k] += perParam[i * width + k];
+  }
+  shards_.sum(whole);
+  for (size_t i = 0; i < params_.size(); ++i) {
+    for (int k = 0; k < width; ++k) perParam[i * width + k] = whole[shards_.layerOf[i] * width + k];
+  }
+  return optim_detail::sumColumn(whole, width, totalColumn);
+}
+
+double Optimizer::sumAcrossShards(double value) {
+  if (!partitioned()) return value;
+  std::vector<double> v{value};
+  shards_.sum(v);
+  return v[0];
+}
+
 StepResult Optimizer::step(const StepHyper& hyper) {
   torch::NoGradGuard noGrad;
+  BIGBATCH_REQUIRE(!partitioned() || fusedEligible(), InvalidArgument,
+                   "a partitioned optimizer (ddp.partition = optimizer) needs the fused path "
+                   "(fp32 CPU tensors, optim.fused = true); set ddp.partition = none");
   // P(s·∇) = s·P(∇): the loss scale (gradScale) still divides out
   // afterwards, and an inf or NaN still reaches the finite check.
   if (kfac_) kfac_->precondition();

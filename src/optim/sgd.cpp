@@ -32,7 +32,7 @@ class Sgd final : public Optimizer {
                               &partials_[c]);
         }
       });
-      r.gradNormSq = sumColumn(partials_, 1, 0) * h.gradScale * h.gradScale;
+      r.gradNormSq = sumAcrossShards(sumColumn(partials_, 1, 0)) * h.gradScale * h.gradScale;
       if (!std::isfinite(r.gradNormSq)) return {false, r.gradNormSq};
     }
     const float m = static_cast<float>(momentum(h));

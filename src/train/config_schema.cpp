@@ -199,6 +199,10 @@ std::vector<ConfigField> ddpKeys() {
         {}, {}, {"fp32", "fp16", "bf16"}),
       F("ddp.overlap", T::kBool, true,
         "exchange each bucket during backward; false: all buckets after backward"),
+      F("ddp.partition", T::kString, std::string("none"),
+        "optimizer: partitioned optimizer state (ZeRO-1) - gradients reduce-scattered, each rank "
+        "updates and keeps state for 1/N of every bucket, weights all-gathered; none: allreduce",
+        {}, {}, {"none", "optimizer"}),
   };
 }
 
@@ -419,6 +423,18 @@ void validateTrainingConfig(const Config& c) {
   }
   if (c.getString("amp.loss_scaling") != "off") {
     DynamicLossScaler check(train_detail::lossScalerOptions(c));  // throws naming the bad option
+  }
+  if (c.getString("ddp.partition") == "optimizer") {
+    if (c.getBool("optim.kfac")) {
+      BIGBATCH_THROW(InvalidArgument,
+                     "ddp.partition = optimizer cannot be combined with optim.kfac = true (K-FAC "
+                     "needs every layer's whole gradient on one rank); set one of them off");
+    }
+    if (!c.getBool("optim.fused")) {
+      BIGBATCH_THROW(InvalidArgument,
+                     "ddp.partition = optimizer needs the fused optimizer (optim.fused = true): "
+                     "its per-layer norms are summed from every rank's slices in one pass");
+    }
   }
   if (c.getFloat("schedule.warmup_epochs") > static_cast<double>(c.getInt("train.epochs"))) {
     BIGBATCH_THROW(InvalidArgument, "schedule.warmup_epochs = {} exceeds train.epochs = {}",

@@ -112,6 +112,7 @@ DdpOptions ddpOptionsFor(const Config& c) {
   DdpOptions d;
   d.fusionBytes = static_cast<size_t>(c.getInt("ddp.fusion_bytes"));
   d.overlap = c.getBool("ddp.overlap");
+  d.partition = c.getString("ddp.partition") == "optimizer";
   const std::string exchange = c.getString("ddp.exchange_dtype");
   d.exchangeType = exchange == "fp16"   ? DataType::kFloat16
                    : exchange == "bf16" ? DataType::kBFloat16

@@ -4,6 +4,7 @@
 
 #include "bigbatch/common/logging.h"
 #include "model_state.h"
+#include "partitioned_state.h"
 
 namespace bigbatch::train_detail {
 
@@ -21,9 +22,12 @@ RunCheckpointer::RunCheckpointer(torch::nn::Module& model, DistributedDataParall
 }
 
 void RunCheckpointer::save(const RunState& state) {
+  ddp_.waitWeights();  // partitioned: the last step's all-gather
   const auto parts = ddp_.gatherToRoot(packRankState(model_));
   const auto sums = ddp_.allreduceSum(
       {state.epochTally.lossSum, state.epochTally.correct, state.epochTally.seen});
+  // Collective when partitioned: every rank's slices, made whole.
+  NamedTensors optimizerState = wholeOptimizerState(optimizer_, ddp_);
   if (!dir_) return;
   const auto t0 = std::chrono::steady_clock::now();
   Checkpoint k;
@@ -35,7 +39,7 @@ void RunCheckpointer::save(const RunState& state) {
   k.globalStep = state.globalStep;
   k.parameters = namedTensors(model_.named_parameters());
   unpackRankStates(parts, k);
-  k.optimizer = optimizer_.state();
+  k.optimizer = std::move(optimizerState);
   k.counters = state.toCounters({sums[0], sums[1], sums[2]});
   // The allreduce algorithms tuning chose: a resume keeps them (bit-exact on
   // 3+ ranks, where algorithms sum in different orders).

@@ -89,6 +89,8 @@ nlohmann::ordered_json summaryJson(const TrainResult& result, const RunFacts& fa
   summary["loss_scaling"] = facts.lossScaling;
   summary["final_loss_scale"] = facts.finalLossScale;
   summary["exchange_bytes_per_step"] = facts.exchangeBytesPerStep;
+  summary["partition"] = facts.partition;
+  summary["optimizer_state_bytes"] = facts.optimizerStateBytes;
   summary["model"] = facts.model;
   summary["parameters"] = facts.parameters;
   summary["first_epoch_loss"] = result.firstLoss;

@@ -61,6 +61,8 @@ struct RunFacts {
   bool lossScaling = false;
   double finalLossScale = 1.0;
   int64_t exchangeBytesPerStep = 0;
+  std::string partition = "none";   // ddp.partition in effect (none on one rank)
+  int64_t optimizerStateBytes = 0;  // rank 0's optimizer state (1/N of it when partitioned)
   std::string model;
   int64_t parameters = 0;
 };

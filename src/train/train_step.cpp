@@ -76,6 +76,9 @@ StepOutcome TrainStep::run(InputPipeline& pipeline, const StepPosition& at, cons
 
   StepOutcome out;
   bool poisoned = false;  // this rank's loss was not finite
+  // Partitioned: the previous step's weight all-gather, which ran while
+  // this thread came back here, must be complete before the forward.
+  times.comm += ddp_.waitWeights();
   ddp_.zeroGrad();
   for (int64_t a = 0; a < settings_.accumulation; ++a) {
     const auto t0 = Clock::now();
@@ -136,6 +139,7 @@ StepOutcome TrainStep::run(InputPipeline& pipeline, const StepPosition& at, cons
     kfac->update(ddp_.allreduceSum(kfac->takeStatistics()), 1.0 / lossFactor);
   }
   out.applied = optimizer_.step(h).applied;
+  if (out.applied) ddp_.gatherWeights();  // partitioned only: every rank's updated slices
   if (out.applied && scaler_) scaler_->update(true);
   if (!out.applied) skipOrStop(poisoned, at);
   const auto t5 = Clock::now();

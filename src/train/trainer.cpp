@@ -31,6 +31,7 @@
 #include "bigbatch/train/timeline.h"
 #include "evaluation.h"
 #include "model_state.h"
+#include "partitioned_state.h"
 #include "recipe.h"
 #include "run_checkpointer.h"
 #include "run_report.h"
@@ -310,9 +311,11 @@ void TrainingRun::restoreOrVerify() {
 // The optimizer (K-FAC under it if asked), the schedules, the loss scaler
 // and the training input; a resume restores their state.
 void TrainingRun::prepareOptimizer() {
-  optimizer_ = makeOptimizer(namedParameters(*model_), recipe_.optimizer);
+  optimizer_ = makeRunOptimizer(*model_, *ddp_, recipe_.optimizer);
   if (recipe_.kfac) kfacCoverage_ = optimizer_->enableKfac(*recipe_.kfac);
-  if (start_.resume) optimizer_->loadState(start_.resume->checkpoint.optimizer);
+  if (start_.resume) {
+    loadWholeOptimizerState(*optimizer_, *ddp_, start_.resume->checkpoint.optimizer);
+  }
   lrSchedule_ = std::make_unique<LrSchedule>(recipe_.lr);
   momentumSchedule_ = std::make_unique<PiecewiseLinear>(
       recipe_.momentumEpochs, recipe_.momentumValues, recipe_.momentum, "momentum schedule");
@@ -572,6 +575,7 @@ EpochRecord TrainingRun::closeEpoch(const EpochSteps& e) {
   // The exposed wait per rank as min and max, since waiting for a slower
   // rank looks like communication.
   const StepTally& t = state_.epochTally;
+  ddp_->waitWeights();  // partitioned: the last step's weights, before evaluating them
   const auto totals = ddp_->allreduceSum({t.lossSum, t.correct, t.seen});
   const auto waitMax = ddp_->allreduceMax({e.times.comm, e.trainS});
   const auto waitMin = ddp_->allreduceMin({e.times.comm});
@@ -671,8 +675,11 @@ TrainResult TrainingRun::finish() {
   facts.lossScaling = scaler_.has_value();
   facts.finalLossScale = scaler_ ? scaler_->scale() : 1.0;
   facts.exchangeBytesPerStep = exchangeBytes_;
+  facts.partition = ddp_->partitioned() ? "optimizer" : "none";
+  facts.optimizerStateBytes = optimizer_->stateBytes();
   facts.model = recipe_.modelName;
   facts.parameters = countParameters(*model_);
+  ddp_->waitWeights();
   if (start_.runDir) {
     // Rank 0's weights and BatchNorm statistics, readable by torch.load.
     saveStateDict(*model_, start_.runDir->file("model.pt"));

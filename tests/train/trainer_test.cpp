@@ -342,6 +342,74 @@ TEST(LargeBatchRun, KfacOnTwoRanksTrainsAndKeepsTheirWeightsIdentical) {
   std::filesystem::remove_all(dir);
 }
 
+TEST(PartitionedRun, EachRankHoldsHalfTheOptimizerStateAndTheRanksKeepOneModel) {
+  // Two in-process ranks, LAMB (two buffers per value): partitioned, each
+  // rank's state is its half of every bucket; unpartitioned, all of it.
+  Config c = defaultTrainingConfig();
+  c.set("data.dataset=synthetic");
+  c.set("data.train_samples=1024");
+  c.set("data.eval_samples=256");
+  c.set("train.epochs=1");
+  c.set("train.batch_size=128");
+  c.set("run.threads=1");
+  c.set("optim.name=lamb");
+  c.set("optim.lr=0.004");
+  c.set("ddp.fusion_bytes=16384");
+  std::map<std::string, nlohmann::json> summaries;
+  std::map<std::string, std::vector<torch::Tensor>> weights;
+  for (const std::string partition : {"none", "optimizer"}) {
+    const std::string dir =
+        ::testing::TempDir() + "/partition_" + partition + "_" + std::to_string(::getpid());
+    std::filesystem::remove_all(dir);
+    c.set("ddp.partition=" + partition);
+    std::vector<TrainingJob> jobs(2);
+    for (auto& job : jobs) {
+      torch::manual_seed(1);
+      job.model = buildModel(ModelOptions{});
+    }
+    const RankRuns runs = trainInProcess(c, dir, jobs);
+    ASSERT_TRUE(runs.errors[0].empty() && runs.errors[1].empty())
+        << runs.errors[0] << " / " << runs.errors[1];
+    std::ifstream in(dir + "/summary.json");
+    summaries[partition] = nlohmann::json::parse(in);
+    // Both ranks end with the same whole model (the all-gather reached every slice).
+    for (const auto& item : jobs[0].model->named_parameters()) {
+      EXPECT_TRUE(torch::equal(item.value(), jobs[1].model->named_parameters()[item.key()]))
+          << partition << " " << item.key();
+      weights[partition].push_back(item.value().detach().clone());
+    }
+    std::filesystem::remove_all(dir);
+  }
+  const int64_t values = summaries["none"]["parameters"].get<int64_t>();
+  // Two fp32 buffers per value, and the 8-byte step counter.
+  EXPECT_EQ(summaries["none"]["optimizer_state_bytes"].get<int64_t>(), 8 * values + 8);
+  EXPECT_EQ(summaries["none"]["partition"], "none");
+  EXPECT_EQ(summaries["optimizer"]["partition"], "optimizer");
+  // Half of every bucket, rounded per bucket (at most one value each way).
+  const int64_t half = summaries["optimizer"]["optimizer_state_bytes"].get<int64_t>() - 8;
+  const auto buckets = static_cast<int64_t>(weights["none"].size());  // at most one per tensor
+  EXPECT_LE(std::abs(half - 4 * values), 8 * buckets) << half << " vs " << 4 * values;
+  EXPECT_LT(half, 4 * values + 8 * buckets);
+  // Same training: LAMB's norms summed from the slices give the same step.
+  for (size_t i = 0; i < weights["none"].size(); ++i) {
+    EXPECT_TRUE(torch::allclose(weights["none"][i], weights["optimizer"][i], 1e-4, 1e-5)) << i;
+  }
+}
+
+TEST(PartitionedRun, KfacAndTheUnfusedOptimizerAreRefusedNamingTheFix) {
+  for (const char* other : {"optim.kfac=true", "optim.fused=false"}) {
+    Config c = defaultTrainingConfig();
+    c.set("ddp.partition=optimizer");
+    c.set(other);
+    try {
+      validateTrainingConfig(c);
+      FAIL() << other << " accepted with ddp.partition = optimizer";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("ddp.partition"), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(RunDirectory, RefusesToOverwriteAPreviousRun) {
   const std::string dir = ::testing::TempDir() + "/taken_run";
   std::filesystem::create_directories(dir);

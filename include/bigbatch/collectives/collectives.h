@@ -20,12 +20,16 @@ void broadcast(Communicator& comm, void* data, size_t bytes, int root);
 
 // In place: on entry rank c's chunk c of `data` is valid; on return every
 // chunk is valid on every rank. Ring: n-1 steps, S·(n-1)/n bytes sent per rank.
-void allgather(Communicator& comm, void* data, size_t count, DataType type);
+// `checkSignature` = false skips the argument check (one small collective),
+// for callers that verified their arguments once and then repeat them.
+void allgather(Communicator& comm, void* data, size_t count, DataType type,
+               bool checkSignature = true);
 
 // In place: on return rank c's chunk c holds the sum over ranks of chunk c
 // (the other chunks hold partial sums). Ring: n-1 steps, S·(n-1)/n bytes
 // sent per rank; 16-bit types accumulate in fp32 per hop.
-void reduceScatter(Communicator& comm, void* data, size_t count, DataType type);
+void reduceScatter(Communicator& comm, void* data, size_t count, DataType type,
+                   bool checkSignature = true);
 
 // First element of chunk c when `count` elements are cut into n chunks.
 size_t chunkBegin(size_t count, int n, int c);

@@ -16,6 +16,21 @@
 // samples divided by the global batch (samples of all ranks and accumulation
 // steps), so uneven shards and accumulation stay exact.
 //
+// Partitioned optimizer state (DdpOptions::partition; ZeRO stage 1,
+// Rajbhandari et al. 2020): each bucket is reduce-SCATTERED instead of
+// allreduced (ring: the first half of a ring allreduce, S·(n-1)/n bytes
+// sent per rank), so rank c ends with the summed gradient of its chunk c of
+// every bucket (collectives.h's chunking) and updates only that slice of
+// the weights; gatherWeights() then all-gathers every bucket's updated
+// weights (the other half, the same bytes). For that the parameters are
+// re-pointed (set_data) into flat per-bucket weight buffers, so the
+// optimizer's slices and the all-gather touch the model's own storage and
+// nothing is copied. The gathers run on the communication thread while the
+// compute thread goes on to the next step's data; waitWeights() (called at
+// the start of the next step, and before anything reads the weights) waits
+// for them. Same wire bytes as the allreduce; 1/N of the optimizer's
+// memory traffic and state.
+//
 // Threading: one compute thread calls every method. The Communicator is used
 // by the internal communication thread, and by the compute thread only in
 // finishBackward() after that thread went idle (the last bucket is reduced
@@ -58,9 +73,24 @@ struct DdpOptions {
   std::function<void(size_t bucket, size_t bytes, std::chrono::steady_clock::time_point start,
                      std::chrono::steady_clock::time_point end, bool onComputeThread)>
       onExchange;
+  // Partitioned optimizer state (see above); ignored on one rank.
+  bool partition = false;
   // Marks every exchange so a stall (a peer that stopped answering inside a
   // call without a deadline) is caught; null: no watchdog.
   StallWatchdog* watchdog = nullptr;
+};
+
+// This rank's slice of one parameter under DdpOptions::partition: elements
+// [begin, begin + numel) of the parameter in memory order.
+struct ParameterShard {
+  size_t param;  // index into parameterNames()
+  std::string name;
+  int64_t fullDim;  // the whole parameter's rank
+  int64_t begin;
+  int64_t numel;
+  torch::Tensor weight;     // 1-D view into the parameter's storage
+  torch::Tensor grad;       // 1-D view into its (reduce-scattered) gradient
+  torch::Tensor parameter;  // the whole parameter (its shape and strides)
 };
 
 class DistributedDataParallel {
@@ -73,6 +103,22 @@ class DistributedDataParallel {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::vector<Bucket>& buckets() const { return layout_; }
+  // The exchanged parameters (requires_grad), in registration order.
+  const std::vector<std::string>& parameterNames() const { return names_; }
+
+  // Partitioned (DdpOptions::partition on more than one rank): this rank's
+  // slices, in bucket order; empty otherwise.
+  bool partitioned() const { return partitioned_; }
+  const std::vector<ParameterShard>& shards() const { return shards_; }
+  // After the optimizer updated this rank's slices: all-gathers every
+  // bucket's weights on the communication thread (first layers first).
+  void gatherWeights();
+  // Waits for gatherWeights(); returns the seconds waited. No-op when none.
+  double waitWeights();
+  // Collective: whole parameter-shaped tensors (one per parameterNames()
+  // entry) from every rank's slices, `mine[i]` being shards()[i]'s values.
+  // For checkpoints of partitioned optimizer state.
+  std::vector<torch::Tensor> gatherShards(const std::vector<torch::Tensor>& mine);
 
   // Compares a checksum of every parameter and buffer (and the bucket layout)
   // across ranks; throws MismatchError naming the first tensor that differs.
@@ -115,6 +161,7 @@ class DistributedDataParallel {
   void markReady(size_t param);
 
  private:
+  void makeShards();
   void launchReadyBuckets();
   void launch(size_t bucket);
   void runWatched(const char* operation, const std::function<void()>& task);
@@ -132,6 +179,10 @@ class DistributedDataParallel {
   std::vector<std::string> names_;
   std::vector<Bucket> layout_;
   std::vector<torch::Tensor> buffers_;  // one flat fp32 tensor per bucket
+  bool partitioned_ = false;
+  std::vector<torch::Tensor> weights_;  // partitioned: the flat weight buckets
+  std::vector<ParameterShard> shards_;
+  uint64_t gatherTicket_ = 0;               // partitioned: the last gather in flight (0: none)
   std::vector<std::vector<uint8_t>> wire_;  // per bucket: its 16-bit copy on the wire
   std::vector<size_t> bucketOf_;        // param -> bucket
   std::vector<torch::Tensor> views_;    // param -> its gradient view

@@ -38,6 +38,7 @@
 
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -52,6 +53,26 @@ class MultiTensorPlan;
 struct NamedParameter {
   std::string name;
   torch::Tensor tensor;
+  // The rank of the whole parameter when `tensor` is a flat slice of it (a
+  // partitioned optimizer's shard); -1: `tensor` is the whole parameter.
+  // Exclusion by rank (BatchNorm and biases) reads this, not the slice's.
+  int64_t fullDim = -1;
+};
+
+// Partitioned optimizer state (ZeRO stage 1: Rajbhandari et al. 2020,
+// "ZeRO: Memory Optimizations Toward Training Trillion Parameter Models";
+// MoXing's parameter partitioning): the optimizer holds flat slices of the
+// layers, and every per-layer quantity — LARS |w| and |g|, LAMB |w| and |u|,
+// the gradient norm that is also the non-finite check — is summed from the
+// slices' partial squares of every rank in ONE small collective per step, so
+// trust ratios and skip decisions are those of the unpartitioned step on
+// every rank.
+struct ShardReduction {
+  std::vector<size_t> layerOf;  // per parameter of the optimizer: its layer's index
+  size_t layers = 0;            // layers in the whole model
+  // Sums `values` element-wise across the ranks, in place (a collective:
+  // every rank calls it with the same length, and gets identical bits).
+  std::function<void(std::vector<double>& values)> sum;
 };
 
 struct OptimizerOptions {
@@ -115,6 +136,8 @@ class Optimizer {
   void loadState(const std::vector<std::pair<std::string, torch::Tensor>>& state);
 
   const OptimizerOptions& options() const { return options_; }
+  // The per-parameter buffers' names ("momentum"; LAMB "exp_avg", "exp_avg_sq").
+  const std::vector<std::string>& bufferNames() const { return bufferNames_; }
   const std::vector<NamedParameter>& params() const { return params_; }
   bool excluded(size_t i) const { return excluded_[i]; }
   int64_t steps() const { return steps_; }
@@ -128,6 +151,16 @@ class Optimizer {
   // InvalidArgument when no candidate fits (naming the smallest factor).
   KfacCoverage enableKfac(const KfacOptions& options);
   KfacPreconditioner* kfac() { return kfac_.get(); }
+
+  // Makes this optimizer one rank's part of a partitioned one (see
+  // ShardReduction); every rank's step() then makes exactly one call of
+  // `reduction.sum`. Needs the fused path (InvalidArgument at step() when it
+  // is not eligible) and no K-FAC.
+  void partition(ShardReduction reduction);
+  bool partitioned() const { return static_cast<bool>(shards_.sum); }
+  // Bytes of optimizer state this optimizer holds (its buffers; K-FAC's
+  // factors included).
+  int64_t stateBytes() const;
 
  protected:
   struct Group {
@@ -155,6 +188,14 @@ class Optimizer {
   std::vector<Pointers> pointers();
   const optim_detail::MultiTensorPlan& plan();
 
+  // Per-parameter partial sums (`width` per parameter) made whole: summed
+  // over the ranks' slices of each layer when partitioned, unchanged
+  // otherwise. Returns the total of column `totalColumn` over ALL layers of
+  // the model (the same on every rank), e.g. the squared gradient norm.
+  double sumAcrossShards(std::vector<double>& perParam, int width, int totalColumn);
+  // A scalar summed over the ranks when partitioned.
+  double sumAcrossShards(double value);
+
   std::vector<NamedParameter> params_;
   std::vector<bool> excluded_;
   OptimizerOptions options_;
@@ -165,6 +206,7 @@ class Optimizer {
  private:
   std::unique_ptr<optim_detail::MultiTensorPlan> plan_;
   std::unique_ptr<KfacPreconditioner> kfac_;
+  ShardReduction shards_;
 };
 
 // Whether `p` falls in the excluded group under `options`.
