@@ -13,16 +13,20 @@
 #include "bench_optim.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "bigbatch/comm/mpi_communicator.h"
 #include "bigbatch/common/error.h"
-#include "list_arg.h"
+#include "bigbatch/ddp/distributed_data_parallel.h"
 #include "bigbatch/models/model_options.h"
 #include "bigbatch/optim/optimizer.h"
+#include "bigbatch/train/partitioned_state.h"
+#include "list_arg.h"
 
 namespace bigbatch {
 namespace {
@@ -71,6 +75,116 @@ double memcpyBandwidth(int64_t values, int iterations) {
   return 2.0 * 4.0 * static_cast<double>(values) / median(t);
 }
 
+// The partitioned comparison: on every rank two copies of the model, one
+// under an unpartitioned DDP with the optimizer over all of it, one under a
+// partitioned DDP with the optimizer over this rank's slices (tied by the
+// norm collective). Both get the same fixed random gradients. Each
+// iteration: barrier, whole step; barrier, partitioned step; barrier, the
+// weight all-gather (what the partitioned step adds to the exchange — an
+// allreduce is a reduce-scatter plus an all-gather, so the wire bytes are
+// the same). Reported: the slowest rank's median of each.
+int runPartitioned(const BenchOptimOptions& o, const std::vector<std::string>& models,
+                   const std::vector<std::string>& optimizers, int threads) {
+  auto world = MpiCommunicator::world();
+  const int n = world->size();
+  BIGBATCH_REQUIRE(n >= 2, InvalidArgument,
+                   "bench optim --partitioned compares across ranks: run it under mpirun -np N "
+                   "with N >= 2 (e.g. mpirun -np 2 bigbatch bench optim --partitioned)");
+  const bool lead = world->rank() == 0;
+  if (lead && !o.json) {
+    fmt::print(
+        "# bigbatch bench optim --partitioned: {} ranks x {} thread(s); slowest rank's "
+        "median per step\n",
+        n, threads);
+    fmt::print("{:>9} {:>5} {:>10} {:>10} {:>10} {:>7} {:>10} {:>12} {:>12} {:>6}\n", "model",
+               "optim", "values", "whole_ms", "part_ms", "ratio", "gather_ms", "state_whole",
+               "state_part", "iters");
+  }
+  for (const auto& model : models) {
+    ModelOptions m;
+    if (model == "resnet50") {
+      m.name = "resnet50";
+      m.inChannels = 3;
+      m.numClasses = 1000;
+    } else {
+      m.inChannels = 1;  // the default recipe's model
+      m.numClasses = 10;
+    }
+    for (const auto& name : optimizers) {
+      std::shared_ptr<ImageClassifierImpl> net[2];
+      std::unique_ptr<DistributedDataParallel> ddp[2];
+      std::unique_ptr<Optimizer> opt[2];
+      OptimizerOptions options;
+      options.name = name;
+      int64_t values = 0;
+      for (int k = 0; k < 2; ++k) {
+        torch::manual_seed(1);
+        net[k] = buildModel(m);
+        DdpOptions d;
+        d.partition = k == 1;
+        d.fusionBytes = size_t{25} << 20;  // PyTorch DDP's and Horovod's default
+        ddp[k] = std::make_unique<DistributedDataParallel>(*net[k], *world, d);
+        torch::manual_seed(2);
+        values = 0;
+        for (auto& p : net[k]->parameters()) {
+          torch::NoGradGuard noGrad;
+          p.mutable_grad().copy_(1e-3 * torch::randn(p.sizes()));
+          values += p.numel();
+        }
+        opt[k] = makeRunOptimizer(*net[k], *ddp[k], options);
+      }
+      const int iterations =
+          o.iterations > 0 ? o.iterations
+                           : static_cast<int>(std::clamp<int64_t>(
+                                 int64_t{400000000} / std::max<int64_t>(values, 1), 20, 5000));
+      std::vector<double> t[3];
+      auto timed = [&](int slot, bool keep, const std::function<void()>& fn) {
+        world->barrier();
+        const auto t0 = Clock::now();
+        fn();
+        if (keep) t[slot].push_back(std::chrono::duration<double>(Clock::now() - t0).count());
+      };
+      for (int it = -3; it < iterations; ++it) {
+        timed(0, it >= 0, [&] { opt[0]->step({1e-4}); });
+        timed(1, it >= 0, [&] { opt[1]->step({1e-4}); });
+        timed(2, it >= 0, [&] {
+          ddp[1]->gatherWeights();
+          ddp[1]->waitWeights();
+        });
+      }
+      // The slowest rank's medians; rank 0's state bytes (1/N of every
+      // bucket, give or take one value per bucket).
+      std::vector<double> med = {median(t[0]), median(t[1]), median(t[2])};
+      med = ddp[1]->allreduceMax(med);
+      const int64_t wholeBytes = opt[0]->stateBytes(), partBytes = opt[1]->stateBytes();
+      if (!lead) continue;
+      if (o.json) {
+        nlohmann::ordered_json j;
+        j["model"] = model;
+        j["optimizer"] = name;
+        j["ranks"] = n;
+        j["threads"] = threads;
+        j["values"] = values;
+        j["whole_ms"] = med[0] * 1e3;
+        j["partitioned_ms"] = med[1] * 1e3;
+        j["ratio"] = med[1] / med[0];
+        j["gather_ms"] = med[2] * 1e3;
+        j["state_bytes_whole"] = wholeBytes;
+        j["state_bytes_partitioned"] = partBytes;
+        j["iterations"] = iterations;
+        fmt::print("{}\n", j.dump());
+      } else {
+        fmt::print(
+            "{:>9} {:>5} {:>10} {:>10.3f} {:>10.3f} {:>7.3f} {:>10.3f} {:>12} {:>12} {:>6}\n",
+            model, name, values, med[0] * 1e3, med[1] * 1e3, med[1] / med[0], med[2] * 1e3,
+            wholeBytes, partBytes, iterations);
+      }
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 int runBenchOptim(const BenchOptimOptions& o) {
@@ -86,6 +200,7 @@ int runBenchOptim(const BenchOptimOptions& o) {
     BIGBATCH_REQUIRE(name == "resnet50" || name == "cnn", InvalidArgument,
                      "--models: '{}' is not resnet50 or cnn", name);
   }
+  if (o.partitioned) return runPartitioned(o, models, optimizers, threads);
   if (!o.json) {
     fmt::print("# bigbatch bench optim: {} thread(s); times are medians per step\n", threads);
     fmt::print("{:>9} {:>5} {:>7} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>8} {:>8}\n", "model",

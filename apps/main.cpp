@@ -12,6 +12,7 @@
 //   bigbatch plan --published | --calibrate ROWS.jsonl
 //   bigbatch bench allreduce [--min-bytes B] [--max-bytes B] [--algorithms LIST] [--json] ...
 //   bigbatch bench optim [--models LIST] [--optimizers LIST] [--iterations N] [--json]
+//                        [--partitioned]   (under mpirun)
 //   bigbatch bench pipeline [--dir ROOT] [--workers N] [--size S] [--batch B] [--epochs E] [--json]
 //
 // Every error a user can cause ends with a one-line message naming the problem
@@ -275,6 +276,10 @@ void addBenchCommands(CLI::App& app, BenchArgs& b) {
       ->capture_default_str();
   b.optim->add_flag("--json", b.bo.json,
                     "one JSON object per row instead of the table (default: off)");
+  b.optim->add_flag("--partitioned", b.bo.partitioned,
+                    "under mpirun -np N: the whole fused step vs the partitioned one "
+                    "(ddp.partition = optimizer, 1/N of the parameters per rank) and the weight "
+                    "all-gather, with the optimizer-state bytes of each (default: off)");
 
   b.pipeline = bench->add_subcommand(
       "pipeline",

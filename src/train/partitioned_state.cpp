@@ -1,10 +1,10 @@
-#include "partitioned_state.h"
+#include "bigbatch/train/partitioned_state.h"
 
 #include <map>
 
 #include "bigbatch/common/error.h"
 
-namespace bigbatch::train_detail {
+namespace bigbatch {
 
 std::unique_ptr<Optimizer> makeRunOptimizer(torch::nn::Module& model, DistributedDataParallel& ddp,
                                             const OptimizerOptions& options) {
@@ -75,4 +75,4 @@ void loadWholeOptimizerState(Optimizer& optimizer, DistributedDataParallel& ddp,
   optimizer.loadState(slices);
 }
 
-}  // namespace bigbatch::train_detail
+}  // namespace bigbatch

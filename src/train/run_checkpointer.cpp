@@ -3,8 +3,8 @@
 #include <chrono>
 
 #include "bigbatch/common/logging.h"
+#include "bigbatch/train/partitioned_state.h"
 #include "model_state.h"
-#include "partitioned_state.h"
 
 namespace bigbatch::train_detail {
 

@@ -132,6 +132,39 @@ TEST(Cli, BenchAllreduceJsonRows) {
   EXPECT_EQ(checked, 8) << out;
 }
 
+// On 3 ranks, the partitioned optimizer: a row per optimizer from rank 0,
+// each rank holding a third of every bucket's state.
+TEST(Cli, BenchOptimPartitionedStateIsAThirdPerRank) {
+  const std::string cmd = underMpirun(3) + BIGBATCH_BINARY +
+                          " bench optim --partitioned --models cnn --iterations 3 --threads 1 "
+                          "--json 2>&1";
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int status = pclose(pipe);
+  ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
+  std::istringstream lines(out);
+  int rows = 0;
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("{", 0) != 0) continue;
+    const nlohmann::json row = nlohmann::json::parse(line);
+    ++rows;
+    EXPECT_EQ(row["ranks"], 3) << line;
+    const auto whole = row["state_bytes_whole"].get<int64_t>() - 8;  // less the step counter
+    const auto part = row["state_bytes_partitioned"].get<int64_t>() - 8;
+    const int64_t buffers = row["optimizer"] == "lamb" ? 2 : 1;
+    EXPECT_EQ(whole, 4 * buffers * row["values"].get<int64_t>()) << line;
+    // Chunk sizes differ by at most one value per bucket (a few buckets here).
+    EXPECT_LE(std::abs(3 * part - whole), 3 * 4 * buffers * 16) << line;
+    EXPECT_GT(part, 0) << line;
+    EXPECT_GT(row["whole_ms"].get<double>(), 0) << line;
+    EXPECT_GT(row["partitioned_ms"].get<double>(), 0) << line;
+  }
+  EXPECT_EQ(rows, 3) << out;  // lars, lamb, sgd, from rank 0 only
+}
+
 // `--workers N` gives each rank as many CPUs as it has threads: with one
 // thread each the ranks are pinned to CPUs of their own; with more threads
 // than the machine has CPUs for, they share all of them (a rank bound to

@@ -6,9 +6,11 @@
 // world size, partitioned or not (each rank slices what it owns), and
 // `bigbatch export` and Python read it as before.
 //
-// Internal to src/train. The functions that gather or slice across ranks are
-// collectives when the exchange is partitioned: every rank calls them at
-// the same point, from the training thread.
+// For custom training loops too (the trainer uses exactly these). The
+// functions that gather or slice across ranks are collectives when the
+// exchange is partitioned: every rank calls them at the same point, from the
+// thread that steps the optimizer. After each applied step call
+// ddp.gatherWeights(), and ddp.waitWeights() before the weights are read.
 #pragma once
 
 #include <torch/torch.h>
@@ -19,7 +21,7 @@
 #include "bigbatch/ddp/distributed_data_parallel.h"
 #include "bigbatch/optim/optimizer.h"
 
-namespace bigbatch::train_detail {
+namespace bigbatch {
 
 // makeOptimizer over the model's parameters, or — partitioned — over this
 // rank's slices (their gradients the reduce-scattered ones), tied to the
@@ -33,4 +35,4 @@ NamedTensors wholeOptimizerState(const Optimizer& optimizer, DistributedDataPara
 void loadWholeOptimizerState(Optimizer& optimizer, DistributedDataParallel& ddp,
                              const NamedTensors& state);
 
-}  // namespace bigbatch::train_detail
+}  // namespace bigbatch
