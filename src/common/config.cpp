@@ -54,6 +54,10 @@ ConfigValue fromNode(const ConfigField& f, const toml::node& node, const std::st
                                         : "another TOML type";
   switch (f.type) {
     case ConfigType::kInt:
+      if (node.is_string() && *node.value<std::string>() == "auto" &&
+          std::find(f.choices.begin(), f.choices.end(), "auto") != f.choices.end()) {
+        return int64_t{0};
+      }
       if (!node.is_integer()) wrongType(got);
       checkNumber(f, static_cast<double>(*node.value<int64_t>()), origin);
       return *node.value<int64_t>();
@@ -223,7 +227,9 @@ void Config::set(const std::string& assignment) {
   try {
     table = toml::parse("v = " + text);
   } catch (const toml::parse_error&) {
-    if (f.type != ConfigType::kString) {
+    const bool word = f.type == ConfigType::kInt &&
+                      std::find(f.choices.begin(), f.choices.end(), text) != f.choices.end();
+    if (f.type != ConfigType::kString && !word) {
       BIGBATCH_THROW(InvalidArgument, "{}: '{}' is not {}; {}", origin, text,
                      configTypeName(f.type), f.help);
     }

@@ -12,6 +12,7 @@
 #include "bigbatch/collectives/collectives.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/hash.h"
+#include "bigbatch/common/logging.h"
 
 namespace bigbatch {
 namespace {
@@ -54,8 +55,12 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, Commu
                                                  DdpOptions options)
     : model_(model), comm_(comm), options_(std::move(options)), rank_(comm.rank()),
       size_(comm.size()) {
-  BIGBATCH_REQUIRE(options_.fusionBytes >= 4, InvalidArgument,
-                   "fusion_bytes {} must be at least one float (4 bytes)", options_.fusionBytes);
+  BIGBATCH_REQUIRE(options_.fusionBytes == 0 || options_.fusionBytes >= 4, InvalidArgument,
+                   "fusion_bytes {} must be at least one float (4 bytes), or 0 for auto",
+                   options_.fusionBytes);
+  BIGBATCH_REQUIRE(options_.tuneSteps >= 1, InvalidArgument,
+                   "fusion autotuning needs at least 1 step per candidate (got {})",
+                   options_.tuneSteps);
   AllreduceOptions ao;
   ao.checkSignature = false;  // the layout is verified once; every call then matches
   ao.tuneTrials = options_.tune ? ao.tuneTrials : 0;
@@ -85,33 +90,24 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, Commu
           options_.exchangeType == DataType::kBFloat16,
       InvalidArgument, "gradient exchange type {} must be float32, float16 or bfloat16",
       dataTypeName(options_.exchangeType));
-  layout_ = layoutBuckets(numels, options_.fusionBytes);
-  wire_.resize(layout_.size());
-  bucketOf_.resize(params_.size());
-  views_.resize(params_.size());
-  pending_.resize(layout_.size());
-  ready_.assign(params_.size(), 0);
-  torch::NoGradGuard noGrad;
   partitioned_ = options_.partition && size_ > 1;
-  for (size_t b = 0; b < layout_.size(); ++b) {
-    buffers_.push_back(torch::zeros({layout_[b].numel}, params_.front().options()));
-    if (partitioned_)
-      weights_.push_back(torch::empty({layout_[b].numel}, params_.front().options()));
-    for (const auto& e : layout_[b].entries) {
-      bucketOf_[e.param] = b;
-      torch::Tensor& p = params_[e.param];
-      if (partitioned_) {
-        torch::Tensor w = shapedLike(weights_[b].narrow(0, e.offset, e.numel), p);
-        w.copy_(p);
-        p.set_data(w);
+  fusion_ = options_.fusionBytes;
+  if (fusion_ == 0) {
+    fusion_ = size_t{1} << 20;
+    // One rank exchanges nothing; a partitioned run's slices (and its
+    // optimizer) would have to be rebuilt at each re-layout.
+    if (size_ > 1 && !partitioned_) {
+      for (size_t c = size_t{16} << 10;; c *= 4) {
+        candidates_.push_back(c);
+        if (layoutBuckets(numels, c).size() == 1 || c >= (size_t{64} << 20)) break;
       }
-      torch::Tensor view = shapedLike(buffers_[b].narrow(0, e.offset, e.numel), p);
-      if (p.grad().defined()) view.copy_(p.grad());
-      p.mutable_grad() = view;
-      views_[e.param] = view;
+      candidateTimes_.resize(candidates_.size());
+      fusion_ = candidates_.front();
+      untimed_ = 1;
     }
   }
-  if (partitioned_) makeShards();
+  ready_.assign(params_.size(), 0);
+  layoutFor(fusion_);
   for (size_t i = 0; i < params_.size(); ++i) {
     auto acc = torch::autograd::impl::grad_accumulator(params_[i]);
     hookKeys_.push_back(acc->add_post_hook(std::make_unique<ReadyHook>(this, i)));
@@ -145,8 +141,7 @@ void DistributedDataParallel::verifyIdentical() {
   }
   // The bucket layout is part of the contract (fusion_bytes may differ).
   torch::Tensor layout = torch::empty({static_cast<int64_t>(layout_.size()) + 1}, torch::kInt64);
-  layout[0] = static_cast<int64_t>(options_.fusionBytes) * 8 +
-              static_cast<int64_t>(options_.exchangeType);
+  layout[0] = static_cast<int64_t>(fusion_) * 8 + static_cast<int64_t>(options_.exchangeType);
   for (size_t b = 0; b < layout_.size(); ++b) layout[b + 1] = layout_[b].numel;
   names.push_back("<gradient bucket layout (ddp.fusion_bytes, ddp.exchange_dtype)>");
   sums.push_back(checksum(layout));
@@ -180,6 +175,10 @@ void DistributedDataParallel::verifyIdentical() {
 
 void DistributedDataParallel::zeroGrad() {
   thread_->waitAll();  // no exchange may still read the buffers
+  if (relayoutTo_ != 0) {
+    layoutFor(relayoutTo_);  // autotuning's next candidate, or its choice
+    relayoutTo_ = 0;
+  }
   for (auto& b : buffers_) b.zero_();
   for (size_t i = 0; i < params_.size(); ++i) {
     // Re-attach a view if user code replaced or dropped the gradient.
@@ -192,6 +191,7 @@ void DistributedDataParallel::zeroGrad() {
 
 void DistributedDataParallel::beginBackward(bool sync) {
   sync_ = sync && size_ > 1;
+  if (sync_) syncStart_ = std::chrono::steady_clock::now();
   std::fill(ready_.begin(), ready_.end(), 0);
   for (size_t b = 0; b < layout_.size(); ++b) {
     pending_[b] = static_cast<int64_t>(layout_[b].entries.size());
@@ -229,6 +229,76 @@ void DistributedDataParallel::runWatched(const char* operation, const std::funct
 
 void DistributedDataParallel::launch(size_t bucket) {
   thread_->submit([this, bucket] { reduceBucket(bucket, false); });
+}
+
+void DistributedDataParallel::layoutFor(size_t fusionBytes) {
+  BIGBATCH_CHECK(!partitioned_ || weights_.empty(), Error,
+                 "a partitioned exchange is laid out once (its optimizer holds the slices)");
+  std::vector<int64_t> numels;
+  for (const auto& p : params_) numels.push_back(p.numel());
+  fusion_ = fusionBytes;
+  layout_ = layoutBuckets(numels, fusionBytes);
+  wire_.assign(layout_.size(), {});
+  bucketOf_.assign(params_.size(), 0);
+  views_.assign(params_.size(), torch::Tensor());
+  pending_.assign(layout_.size(), 0);
+  buffers_.clear();
+  torch::NoGradGuard noGrad;
+  for (size_t b = 0; b < layout_.size(); ++b) {
+    buffers_.push_back(torch::zeros({layout_[b].numel}, params_.front().options()));
+    if (partitioned_)
+      weights_.push_back(torch::empty({layout_[b].numel}, params_.front().options()));
+    for (const auto& e : layout_[b].entries) {
+      bucketOf_[e.param] = b;
+      torch::Tensor& p = params_[e.param];
+      if (partitioned_) {
+        torch::Tensor w = shapedLike(weights_[b].narrow(0, e.offset, e.numel), p);
+        w.copy_(p);
+        p.set_data(w);
+      }
+      torch::Tensor view = shapedLike(buffers_[b].narrow(0, e.offset, e.numel), p);
+      if (p.grad().defined()) view.copy_(p.grad());
+      p.mutable_grad() = view;
+      views_[e.param] = view;
+    }
+  }
+  if (partitioned_) makeShards();
+}
+
+void DistributedDataParallel::tuneFusion(double seconds) {
+  if (untimed_ > 0) {
+    --untimed_;
+    return;
+  }
+  std::vector<double>& times = candidateTimes_[candidate_];
+  times.push_back(seconds);
+  if (static_cast<int>(times.size()) < options_.tuneSteps) return;
+  if (candidate_ + 1 < candidates_.size()) {
+    relayoutTo_ = candidates_[++candidate_];
+    untimed_ = 1;
+    return;
+  }
+  // Every candidate timed: the slowest rank's median of each; the least wins.
+  std::vector<double> medians;
+  for (auto t : candidateTimes_) {
+    std::sort(t.begin(), t.end());
+    medians.push_back(t[t.size() / 2]);
+  }
+  medians = allreduceMax(medians);
+  const auto best =
+      static_cast<size_t>(std::min_element(medians.begin(), medians.end()) - medians.begin());
+  std::string table;
+  for (size_t c = 0; c < candidates_.size(); ++c) {
+    table +=
+        fmt::format("{}{} KiB {:.2f} ms", c ? ", " : "", candidates_[c] >> 10, medians[c] * 1e3);
+  }
+  if (rank_ == 0) {
+    log().info(
+        "ddp.fusion_bytes = auto chose {} bytes on {} ranks (slowest rank's median step: {})",
+        candidates_[best], size_, table);
+  }
+  tuned_ = true;
+  if (candidates_[best] != fusion_) relayoutTo_ = candidates_[best];
 }
 
 void DistributedDataParallel::makeShards() {
@@ -379,7 +449,11 @@ double DistributedDataParallel::finishBackward() {
   thread_->waitAll();
   for (; nextLaunch_ < layout_.size(); ++nextLaunch_) reduceBucket(nextLaunch_, true);
   sync_ = false;
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const auto t1 = std::chrono::steady_clock::now();
+  if (!candidates_.empty() && !tuned_) {
+    tuneFusion(std::chrono::duration<double>(t1 - syncStart_).count());
+  }
+  return std::chrono::duration<double>(t1 - t0).count();
 }
 
 std::vector<double> DistributedDataParallel::allreduceSum(std::vector<double> values) {
@@ -417,12 +491,25 @@ std::vector<double> DistributedDataParallel::allreduceMin(std::vector<double> va
 
 std::map<std::string, double> DistributedDataParallel::allreduceTuning() const {
   auto* tuned = dynamic_cast<AutoAllreduce*>(allreduce_.get());
-  return tuned ? tuned->tuningState(comm_) : std::map<std::string, double>{};
+  std::map<std::string, double> state =
+      tuned ? tuned->tuningState(comm_) : std::map<std::string, double>{};
+  // The fusion autotuning's choice (not a half-done tuning: a resume from
+  // inside it tunes again).
+  if (!candidates_.empty() && tuned_) {
+    state["fusion_tuning.bytes"] = static_cast<double>(relayoutTo_ != 0 ? relayoutTo_ : fusion_);
+  }
+  return state;
 }
 
 void DistributedDataParallel::restoreAllreduceTuning(const std::map<std::string, double>& state) {
   if (auto* tuned = dynamic_cast<AutoAllreduce*>(allreduce_.get())) {
     tuned->restoreTuning(comm_, state);
+  }
+  const auto fusion = state.find("fusion_tuning.bytes");
+  if (fusion != state.end() && !candidates_.empty() && fusion->second >= 4) {
+    tuned_ = true;
+    const auto bytes = static_cast<size_t>(fusion->second);
+    if (bytes != fusion_) relayoutTo_ = bytes;  // at the first zeroGrad()
   }
 }
 

@@ -191,8 +191,10 @@ std::vector<ConfigField> faultKeys() {
 std::vector<ConfigField> ddpKeys() {
   return {
       F("ddp.fusion_bytes", T::kInt, int64_t{1} << 20,
-        "gradient bytes per exchange bucket (buckets are sent as soon as backward fills them)", 4.0,
-        1073741824.0),
+        "gradient bytes per exchange bucket (buckets are sent as soon as backward fills them); "
+        "\"auto\" (or 0): time 16 KiB, 64 KiB, ... x4 up to one bucket over the first steps (5 "
+        "each) and keep the fastest by the slowest rank; 1 MiB with ddp.partition = optimizer",
+        0.0, 1073741824.0, {"auto"}),
       F("ddp.exchange_dtype", T::kString, std::string("fp32"),
         "gradient type on the wire: fp16/bf16 halve the bytes (pre-divided by the world size, "
         "summed in fp32, written back to fp32 gradients)",
@@ -424,6 +426,11 @@ void validateTrainingConfig(const Config& c) {
   if (c.getString("amp.loss_scaling") != "off") {
     DynamicLossScaler check(train_detail::lossScalerOptions(c));  // throws naming the bad option
   }
+  if (const int64_t fusion = c.getInt("ddp.fusion_bytes"); fusion > 0 && fusion < 4) {
+    BIGBATCH_THROW(InvalidArgument,
+                   "ddp.fusion_bytes = {} holds no float: give at least 4 bytes, or \"auto\"",
+                   fusion);
+  }
   if (c.getString("ddp.partition") == "optimizer") {
     if (c.getBool("optim.kfac")) {
       BIGBATCH_THROW(InvalidArgument,
@@ -447,11 +454,12 @@ std::string describeConfigSchema(const std::vector<ConfigField>& schema, bool ma
   if (markdown) out += "| key | type | default | allowed | meaning |\n|---|---|---|---|---|\n";
   for (const auto& f : schema) {
     std::string allowed;
-    if (!f.choices.empty()) {
+    if (!f.choices.empty() && f.type == ConfigType::kString) {
       allowed = fmt::format("{}", fmt::join(f.choices, ", "));
     } else if (f.min || f.max) {
-      allowed = fmt::format("{} .. {}", formatConfigBound(f, f.min, "-inf"),
-                            formatConfigBound(f, f.max, "inf"));
+      allowed = fmt::format(
+          "{}{} .. {}", f.choices.empty() ? "" : fmt::format("{}, ", fmt::join(f.choices, ", ")),
+          formatConfigBound(f, f.min, "-inf"), formatConfigBound(f, f.max, "inf"));
     }
     const std::string type = f.type == ConfigType::kInt       ? "int"
                              : f.type == ConfigType::kFloat   ? "float"

@@ -90,6 +90,7 @@ nlohmann::ordered_json summaryJson(const TrainResult& result, const RunFacts& fa
   summary["final_loss_scale"] = facts.finalLossScale;
   summary["exchange_bytes_per_step"] = facts.exchangeBytesPerStep;
   summary["partition"] = facts.partition;
+  summary["fusion_bytes"] = facts.fusionBytes;
   summary["optimizer_state_bytes"] = facts.optimizerStateBytes;
   summary["model"] = facts.model;
   summary["parameters"] = facts.parameters;

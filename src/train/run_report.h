@@ -62,6 +62,7 @@ struct RunFacts {
   double finalLossScale = 1.0;
   int64_t exchangeBytesPerStep = 0;
   std::string partition = "none";   // ddp.partition in effect (none on one rank)
+  int64_t fusionBytes = 0;          // the bucket cap at the end (autotuning's choice under auto)
   int64_t optimizerStateBytes = 0;  // rank 0's optimizer state (1/N of it when partitioned)
   std::string model;
   int64_t parameters = 0;

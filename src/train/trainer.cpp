@@ -676,6 +676,7 @@ TrainResult TrainingRun::finish() {
   facts.finalLossScale = scaler_ ? scaler_->scale() : 1.0;
   facts.exchangeBytesPerStep = exchangeBytes_;
   facts.partition = ddp_->partitioned() ? "optimizer" : "none";
+  facts.fusionBytes = static_cast<int64_t>(ddp_->fusionBytes());
   facts.optimizerStateBytes = optimizer_->stateBytes();
   facts.model = recipe_.modelName;
   facts.parameters = countParameters(*model_);

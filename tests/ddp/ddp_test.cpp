@@ -7,11 +7,13 @@
 #include <atomic>
 #include <chrono>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "bigbatch/comm/in_process_communicator.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/ddp/distributed_data_parallel.h"
+#include "bigbatch/models/model_options.h"
 
 namespace bigbatch {
 namespace {
@@ -290,6 +292,134 @@ TEST(Ddp, PartitionedShardsTileTheModelAndHoldTheSummedGradients) {
     });
     for (size_t i = 0; i < owners.size(); ++i) {
       for (int c : owners[i]) EXPECT_EQ(c, 1) << "param " << i << ": owned by " << c << " ranks";
+    }
+  }
+}
+
+// Fusion autotuning: four 128x128 layers (264 KB of gradients) give the
+// candidates 16, 64, 256 KiB and 1 MiB (the first holding everything in one
+// bucket); with 2 timed steps each after one untimed, the choice is made at
+// the end of step 12, the same on every rank, and every re-layout keeps the
+// summed gradients exact.
+TEST(Ddp, FusionAutotuneTimesEachCandidateAndAllRanksAgree) {
+  struct Deep : torch::nn::Module {
+    Deep() {
+      for (int i = 0; i < 4; ++i)
+        layers.push_back(register_module("l" + std::to_string(i), torch::nn::Linear(128, 128)));
+    }
+    torch::Tensor forward(torch::Tensor x) {
+      for (auto& l : layers) x = torch::tanh(l(x));
+      return x;
+    }
+    std::vector<torch::nn::Linear> layers;
+  };
+  const int n = 2;
+  std::vector<std::shared_ptr<Deep>> nets;
+  for (int r = 0; r < n; ++r) {
+    torch::manual_seed(4);
+    nets.push_back(std::make_shared<Deep>());
+  }
+  // The reference gradient of the summed loss, one process.
+  torch::manual_seed(4);
+  Deep ref;
+  torch::Tensor total = torch::zeros({});
+  for (int r = 0; r < n; ++r)
+    total = total + ref.forward(torch::ones({8, 128}) * (r + 1) * 0.1).sum();
+  total.backward();
+  auto comms = makeInProcessGroup(n);
+  std::vector<size_t> chosen(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      DdpOptions o;
+      o.fusionBytes = 0;  // auto
+      o.tuneSteps = 2;
+      o.allreduce = "ring";
+      DistributedDataParallel ddp(*nets[r], *comms[r], o);
+      EXPECT_EQ(ddp.fusionBytes(), size_t{16} << 10);
+      std::set<size_t> seen;
+      for (int step = 1; step <= 13; ++step) {
+        ddp.zeroGrad();
+        seen.insert(ddp.fusionBytes());
+        ddp.beginBackward(true);
+        nets[r]->forward(torch::ones({8, 128}) * (r + 1) * 0.1).sum().backward();
+        ddp.finishBackward();
+        EXPECT_EQ(ddp.fusionSettled(), step >= 12) << "rank " << r << " step " << step;
+        auto params = nets[r]->parameters(), want = ref.parameters();
+        for (size_t i = 0; i < params.size(); ++i) {
+          EXPECT_TRUE(torch::allclose(params[i].grad(), want[i].grad(), 1e-5, 1e-6))
+              << "rank " << r << " step " << step << " param " << i;
+        }
+      }
+      EXPECT_EQ(seen, (std::set<size_t>{16 << 10, 64 << 10, 256 << 10, 1 << 20})) << "rank " << r;
+      chosen[r] = ddp.fusionBytes();
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(chosen[0], chosen[1]);
+  EXPECT_TRUE(chosen[0] == (16u << 10) || chosen[0] == (64u << 10) || chosen[0] == (256u << 10) ||
+              chosen[0] == (1u << 20))
+      << chosen[0];
+}
+
+// Overlap that happens: the default recipe's model (models/small_cnn), 64
+// images per rank, 16 KiB buckets. Backward produces the classifier's
+// gradients first and the first convolutions' last, so the first buckets
+// are full — and handed to the communication thread — while backward still
+// runs through the convolutions: on every rank some bucket's exchange must
+// start before loss.backward() returns. (Without overlap none may.)
+TEST(Ddp, BucketsAreExchangedWhileBackwardStillRuns) {
+  const int n = 2;
+  for (bool overlap : {true, false}) {
+    std::vector<std::shared_ptr<ImageClassifierImpl>> nets;
+    for (int r = 0; r < n; ++r) {
+      torch::manual_seed(3);
+      ModelOptions mo;
+      mo.inChannels = 1;
+      mo.numClasses = 10;
+      nets.push_back(buildModel(mo));
+    }
+    auto comms = makeInProcessGroup(n);
+    std::vector<int> early(n, 0), exchanges(n, 0), buckets(n, 0);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) {
+      threads.emplace_back([&, r] {
+        using Clock = std::chrono::steady_clock;
+        std::vector<Clock::time_point> starts;
+        std::mutex m;
+        DdpOptions o;
+        o.fusionBytes = 16 << 10;
+        o.overlap = overlap;
+        o.onExchange = [&](size_t, size_t, Clock::time_point start, Clock::time_point, bool) {
+          std::lock_guard<std::mutex> lock(m);
+          starts.push_back(start);
+        };
+        DistributedDataParallel ddp(*nets[r], *comms[r], o);
+        buckets[r] = static_cast<int>(ddp.buckets().size());
+        torch::manual_seed(10 + r);
+        const torch::Tensor x = torch::randn({64, 1, 28, 28});
+        for (int step = 0; step < 3; ++step) {
+          ddp.zeroGrad();
+          ddp.beginBackward(true);
+          nets[r]->forward(x).pow(2).mean().backward();
+          const auto backwardEnd = Clock::now();
+          ddp.finishBackward();
+          std::lock_guard<std::mutex> lock(m);
+          for (const auto& t : starts) early[r] += t < backwardEnd;
+          exchanges[r] += static_cast<int>(starts.size());
+          starts.clear();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < n; ++r) {
+      EXPECT_GE(buckets[r], 3) << "the default model in 16 KiB buckets";
+      EXPECT_EQ(exchanges[r], 3 * buckets[r]) << "rank " << r;
+      if (overlap) {
+        EXPECT_GT(early[r], 0) << "rank " << r << ": no bucket's exchange started during backward";
+      } else {
+        EXPECT_EQ(early[r], 0) << "rank " << r << ": ddp.overlap = false exchanged during backward";
+      }
     }
   }
 }

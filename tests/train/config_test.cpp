@@ -73,6 +73,27 @@ TEST(Config, OutOfRangeAndChoices) {
   expectInvalid([&] { c.set("nonsense"); }, {"expected key=value"});
 }
 
+TEST(Config, FusionBytesTakesAutoAsAWordAndRoundTrips) {
+  Config c = defaultTrainingConfig();
+  c.set("ddp.fusion_bytes=auto");
+  EXPECT_EQ(c.getInt("ddp.fusion_bytes"), 0);  // 0 is auto
+  c.set("ddp.fusion_bytes=16384");
+  EXPECT_EQ(c.getInt("ddp.fusion_bytes"), 16384);
+  c.mergeToml("[ddp]\nfusion_bytes = \"auto\"\n", "r.toml");
+  EXPECT_EQ(c.getInt("ddp.fusion_bytes"), 0);
+  // The resolved config (config.toml, checkpoints) reads back the same.
+  Config again = defaultTrainingConfig();
+  again.mergeToml(c.toToml(), "config.toml");
+  EXPECT_EQ(again.getInt("ddp.fusion_bytes"), 0);
+  // Other words stay errors for an integer key; other integer keys take no word.
+  expectInvalid([&] { c.set("ddp.fusion_bytes=big"); }, {"ddp.fusion_bytes=big", "not an integer"});
+  expectInvalid([&] { c.mergeToml("[ddp]\nfusion_bytes = \"fast\"\n", "r.toml"); },
+                {"'ddp.fusion_bytes'", "an integer", "a string"});
+  expectInvalid([&] { c.set("train.epochs=auto"); }, {"train.epochs=auto", "not an integer"});
+  c.set("ddp.fusion_bytes=2");  // in range for the parser, not a whole float
+  expectInvalid([&] { validateTrainingConfig(c); }, {"ddp.fusion_bytes = 2", "auto"});
+}
+
 TEST(Config, SyntaxErrorNamesFileAndLine) {
   Config c = defaultTrainingConfig();
   expectInvalid([&] { c.mergeToml("[train]\nepochs = = 3\n", "bad.toml"); },

@@ -2,28 +2,28 @@
 // directory holds every file with the documented keys; the recipe's label
 // smoothing and weight decay reach the step; the ranks agree before they
 // train; the accuracy reported is that of the model saved.
-#include <gtest/gtest.h>
+#include "bigbatch/train/trainer.h"
 
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
-#include <cmath>
 #include <thread>
 
-#include <unistd.h>
-
-#include <nlohmann/json.hpp>
-
+#include "bigbatch/ckpt/checkpoint.h"
 #include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/comm/in_process_communicator.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/data/batch.h"
 #include "bigbatch/data/dataset.h"
-#include "bigbatch/train/config_schema.h"
 #include "bigbatch/models/model_options.h"
-#include "bigbatch/train/trainer.h"
+#include "bigbatch/train/config_schema.h"
 
 namespace bigbatch {
 namespace {
@@ -394,6 +394,37 @@ TEST(PartitionedRun, EachRankHoldsHalfTheOptimizerStateAndTheRanksKeepOneModel) 
   for (size_t i = 0; i < weights["none"].size(); ++i) {
     EXPECT_TRUE(torch::allclose(weights["none"][i], weights["optimizer"][i], 1e-4, 1e-5)) << i;
   }
+}
+
+TEST(FusionAutotune, TheChoiceIsReportedAndCheckpointed) {
+  // 2 in-process ranks, 40 steps: the default model's candidates are 16,
+  // 64 and 256 KiB (143 KB of gradients), 6 steps each, chosen at step 18.
+  const std::string dir = ::testing::TempDir() + "/fusion_auto_" + std::to_string(::getpid());
+  std::filesystem::remove_all(dir);
+  Config c = defaultTrainingConfig();
+  c.set("data.dataset=synthetic");
+  c.set("data.train_samples=5120");
+  c.set("data.eval_samples=256");
+  c.set("train.epochs=1");
+  c.set("train.batch_size=64");
+  c.set("run.threads=1");
+  c.set("ddp.fusion_bytes=auto");
+  std::vector<TrainingJob> jobs(2);
+  for (auto& job : jobs) {
+    torch::manual_seed(1);
+    job.model = buildModel(ModelOptions{});
+  }
+  const RankRuns runs = trainInProcess(c, dir, jobs);
+  ASSERT_TRUE(runs.errors[0].empty() && runs.errors[1].empty())
+      << runs.errors[0] << " / " << runs.errors[1];
+  std::ifstream in(dir + "/summary.json");
+  const nlohmann::json summary = nlohmann::json::parse(in);
+  const auto chosen = summary["fusion_bytes"].get<int64_t>();
+  EXPECT_TRUE(chosen == 16384 || chosen == 65536 || chosen == 262144) << chosen;
+  const Checkpoint k = readCheckpoint(dir + "/checkpoints/ckpt-000000040.pt");
+  ASSERT_TRUE(k.counters.count("fusion_tuning.bytes"));
+  EXPECT_EQ(static_cast<int64_t>(k.counters.at("fusion_tuning.bytes")), chosen);
+  std::filesystem::remove_all(dir);
 }
 
 TEST(PartitionedRun, KfacAndTheUnfusedOptimizerAreRefusedNamingTheFix) {

@@ -28,7 +28,9 @@ struct ConfigField {
   std::string help;
   std::optional<double> min;         // inclusive bound for numbers and list elements
   std::optional<double> max;         // inclusive bound
-  std::vector<std::string> choices;  // allowed values of a string field (empty: any)
+  // Allowed values of a string field (empty: any). An integer field may list
+  // "auto": the word is then accepted and stored as 0 (its range includes 0).
+  std::vector<std::string> choices;
 };
 
 const char* configTypeName(ConfigType type);

@@ -57,7 +57,19 @@
 namespace bigbatch {
 
 struct DdpOptions {
-  size_t fusionBytes = size_t{1} << 20;  // gradient bytes per bucket
+  // Gradient bytes per bucket; 0: "auto" — fusion autotuning (below).
+  size_t fusionBytes = size_t{1} << 20;
+  // Fusion autotuning (Horovod's autotune is the reference; Sergeev & Del
+  // Balso 2018): the candidates 16 KiB, 64 KiB, ... x4 up to the first that
+  // puts every gradient in one bucket each run `tuneSteps` synced steps
+  // (after one untimed step that follows the re-layout); a step's time is
+  // from its synced beginBackward() to the end of finishBackward() — the
+  // forward, the backward and the exchange it did not hide. Every rank then
+  // takes the candidate whose slowest rank's median was least (one small
+  // max-allreduce: all ranks choose the same) and keeps it for the run.
+  // Not under partition (its optimizer holds slices of the first layout):
+  // there "auto" is 1 MiB.
+  int tuneSteps = 5;
   std::string allreduce = "auto";        // algorithm name (allreduce.h)
   std::string allreduceTable;            // "auto" rules for both topologies; empty: default table
   bool tune = true;                      // "auto" times its candidates online (allreduce_selector.h)
@@ -103,6 +115,11 @@ class DistributedDataParallel {
   int rank() const { return rank_; }
   int size() const { return size_; }
   const std::vector<Bucket>& buckets() const { return layout_; }
+  // The bucket cap in use: the configured one, or under autotuning the
+  // candidate being timed and then the one chosen.
+  size_t fusionBytes() const { return fusion_; }
+  // Under autotuning: whether the choice is made (always true otherwise).
+  bool fusionSettled() const { return candidates_.empty() || tuned_; }
   // The exchanged parameters (requires_grad), in registration order.
   const std::vector<std::string>& parameterNames() const { return names_; }
 
@@ -145,8 +162,9 @@ class DistributedDataParallel {
   void averageBuffers();
   void broadcastBuffers(int root);
 
-  // The allreduce's online tuning on this communicator (AutoAllreduce::
-  // tuningState; empty unless comm.allreduce is auto with tuning), for a
+  // The exchange's online tuning — the allreduce's on this communicator
+  // (AutoAllreduce::tuningState; comm.allreduce = auto with tuning) and the
+  // fusion autotuning's choice ("fusion_tuning.bytes", once made) — for a
   // checkpoint, and its restore on a resume with the same world size.
   std::map<std::string, double> allreduceTuning() const;
   void restoreAllreduceTuning(const std::map<std::string, double>& state);
@@ -162,6 +180,11 @@ class DistributedDataParallel {
 
  private:
   void makeShards();
+  // (Re)builds the buckets for `fusionBytes` and points every gradient into them.
+  void layoutFor(size_t fusionBytes);
+  // Under autotuning, after a synced step: records its time, moves on to
+  // the next candidate or makes the choice.
+  void tuneFusion(double seconds);
   void launchReadyBuckets();
   void launch(size_t bucket);
   void runWatched(const char* operation, const std::function<void()>& task);
@@ -183,6 +206,14 @@ class DistributedDataParallel {
   std::vector<torch::Tensor> weights_;  // partitioned: the flat weight buckets
   std::vector<ParameterShard> shards_;
   uint64_t gatherTicket_ = 0;               // partitioned: the last gather in flight (0: none)
+  size_t fusion_ = 0;                       // the bucket cap in use
+  std::vector<size_t> candidates_;          // autotuning: the caps to time (empty: none)
+  std::vector<std::vector<double>> candidateTimes_;
+  size_t candidate_ = 0;
+  int untimed_ = 0;  // steps to skip after a re-layout
+  bool tuned_ = false;
+  size_t relayoutTo_ = 0;  // applied at the next zeroGrad() (0: none)
+  std::chrono::steady_clock::time_point syncStart_;
   std::vector<std::vector<uint8_t>> wire_;  // per bucket: its 16-bit copy on the wire
   std::vector<size_t> bucketOf_;        // param -> bucket
   std::vector<torch::Tensor> views_;    // param -> its gradient view
