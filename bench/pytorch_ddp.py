@@ -11,10 +11,18 @@ Models mirror bigbatch's (src/models): `cnn` = the default 5-conv BN CNN
 (no input pipeline on either side of the comparison beyond bigbatch's own
 batch assembly). Prints one JSON line: img/s over the timed steps (after
 `--warmup` steps), the slowest rank's time.
+
+`--hidden H` adds bigbatch's `model.hidden` layer to the cnn (350000: ResNet-50's
+25.6 M gradient values for little compute). `--mpi` takes rank and world size
+from mpirun (OpenMPI's OMPI_COMM_WORLD_*) instead of spawning, for ranks on
+several hosts — e.g. scripts/emulated_cluster's namespaces, where the store
+is on host 0 (`--master`, default: this host's eth0 address with the last
+byte 1, the emulated cluster's host 0) and gloo uses `--ifname` (eth0).
 """
 import argparse
 import json
 import os
+import subprocess
 import time
 
 import torch
@@ -25,7 +33,7 @@ import torch.nn.functional as F
 
 
 class Cnn(nn.Module):
-    def __init__(self, widths=(16, 32, 64), blocks=(2, 2, 1)):
+    def __init__(self, widths=(16, 32, 64), blocks=(2, 2, 1), hidden=0):
         super().__init__()
         layers, cin = [], 1
         for s, (w, b) in enumerate(zip(widths, blocks)):
@@ -35,10 +43,14 @@ class Cnn(nn.Module):
                 if i == b - 1 and s + 1 < len(widths):
                     layers.append(nn.MaxPool2d(2))
         self.body = nn.Sequential(*layers)
-        self.fc = nn.Linear(cin, 10)
+        self.hidden = nn.Linear(cin, hidden) if hidden > 0 else None
+        self.fc = nn.Linear(hidden if hidden > 0 else cin, 10)
 
     def forward(self, x):
-        return self.fc(F.adaptive_avg_pool2d(self.body(x), 1).flatten(1))
+        x = F.adaptive_avg_pool2d(self.body(x), 1).flatten(1)
+        if self.hidden is not None:
+            x = F.relu(self.hidden(x))
+        return self.fc(x)
 
 
 class Block(nn.Module):
@@ -76,14 +88,15 @@ class ResNet(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
-def worker(rank, args, port):
+def worker(rank, args, port, master="127.0.0.1"):
     torch.set_num_threads(args.threads)
-    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_ADDR"] = master
     os.environ["MASTER_PORT"] = str(port)
     dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
     torch.manual_seed(1)
-    model = (Cnn() if args.model == "cnn" else ResNet()).to(memory_format=torch.channels_last)
-    ddp = nn.parallel.DistributedDataParallel(model)
+    model = (Cnn(hidden=args.hidden) if args.model == "cnn" else ResNet())
+    model = model.to(memory_format=torch.channels_last)
+    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
     decay = [p for p in model.parameters() if p.dim() > 1]
     no_decay = [p for p in model.parameters() if p.dim() <= 1]
     opt = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4},
@@ -107,6 +120,7 @@ def worker(rank, args, port):
         imgs = args.steps * args.batch * args.ranks
         print(json.dumps({"system": "pytorch_ddp_gloo", "model": args.model, "ranks": args.ranks,
                           "batch_per_rank": args.batch, "threads": args.threads,
+                          "hidden": args.hidden, "bucket_mb": args.bucket_mb,
                           "steps": args.steps, "seconds": seconds.item(),
                           "img_s": imgs / seconds.item(),
                           "parameters": sum(p.numel() for p in model.parameters())}), flush=True)
@@ -121,7 +135,25 @@ def main():
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--hidden", type=int, default=0)
+    p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb (its default 25)")
+    p.add_argument("--mpi", action="store_true")
+    p.add_argument("--master", default="")
+    p.add_argument("--ifname", default="eth0")
+    p.add_argument("--port", type=int, default=29555)
     args = p.parse_args()
+    if args.mpi:
+        rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+        args.ranks = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", args.ifname)
+        master = args.master
+        if not master:
+            out = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", args.ifname],
+                                 capture_output=True, text=True, check=True).stdout
+            address = out.split("inet ")[1].split("/")[0]
+            master = address.rsplit(".", 1)[0] + ".1"
+        worker(rank, args, args.port, master)
+        return
     port = 29500 + os.getpid() % 1000
     mp.spawn(worker, args=(args, port), nprocs=args.ranks, join=True)
 

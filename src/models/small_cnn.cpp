@@ -27,6 +27,12 @@ SmallCnnImpl::SmallCnnImpl(const ModelOptions& options) {
       ++index;
     }
   }
+  BIGBATCH_REQUIRE(options.hidden >= 0, InvalidArgument, "model.hidden = {} must be >= 0",
+                   options.hidden);
+  if (options.hidden > 0) {
+    hidden_ = register_module("hidden", torch::nn::Linear(in, options.hidden));
+    in = options.hidden;
+  }
   fc_ = register_module("fc", torch::nn::Linear(in, options.numClasses));
   initConvAndBn(*this);
 }
@@ -37,6 +43,7 @@ torch::Tensor SmallCnnImpl::forward(torch::Tensor x) {
     if (layer.poolAfter) x = torch::max_pool2d(x, 2);
   }
   x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
+  if (hidden_) x = torch::relu(tappedLinear(*hidden_, x));
   return tappedLinear(*fc_, x);
 }
 

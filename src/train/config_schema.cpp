@@ -115,6 +115,10 @@ std::vector<ConfigField> modelKeys() {
         "BatchNorm running-statistics momentum (PyTorch convention)", 0.0, 1.0),
       F("model.bn_eps", T::kFloat, 1e-5, "BatchNorm epsilon", 1e-12, 1.0),
       F("model.zero_init_residual", T::kBool, true, "zero γ of each residual block's last BN"),
+      F("model.hidden", T::kInt, int64_t{0},
+        "cnn: width of a hidden fully-connected layer before fc (0: none); 350000 gives "
+        "ResNet-50's 25.6 M gradient values for little compute (the exchange-bound benchmark)",
+        0.0, 1e8),
       F("model.image_size", T::kInt, int64_t{0},
         "side of the images the model sees; 0: the data's own (28 Fashion-MNIST, 32 CIFAR-10), "
         "224 for folders (which are resized to it)",
@@ -379,6 +383,10 @@ Config defaultTrainingConfig() { return Config(trainingConfigSchema()); }
 void validateTrainingConfig(const Config& c) {
   const auto widths = c.getIntList("model.widths");
   const auto blocks = c.getIntList("model.blocks");
+  if (c.getInt("model.hidden") > 0 && c.getString("model.name") != "cnn") {
+    BIGBATCH_THROW(InvalidArgument, "model.hidden = {} applies to model.name = cnn only (got {})",
+                   c.getInt("model.hidden"), c.getString("model.name"));
+  }
   if (c.getString("model.name") != "resnet50" &&
       (widths.empty() || widths.size() != blocks.size())) {
     BIGBATCH_THROW(InvalidArgument,

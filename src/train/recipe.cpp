@@ -12,6 +12,7 @@ ModelOptions modelOptions(const Config& c, int64_t channels, int64_t classes) {
   m.bnMomentum = c.getFloat("model.bn_momentum");
   m.bnEps = c.getFloat("model.bn_eps");
   m.zeroInitResidual = c.getBool("model.zero_init_residual");
+  m.hidden = c.getInt("model.hidden");
   return m;
 }
 

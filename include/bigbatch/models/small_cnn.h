@@ -1,7 +1,8 @@
 // A plain convolutional network for small images: stages of
 // conv3x3-BN-ReLU layers (`blocks[s]` layers of `widths[s]` channels), a 2x2
 // max-pool between stages, global average pooling and one linear layer.
-// Layers are named conv1, bn1, conv2, bn2, ... in order, then fc.
+// Layers are named conv1, bn1, conv2, bn2, ... in order, then fc (with
+// ModelOptions::hidden, a linear layer "hidden" and a ReLU before it).
 #pragma once
 
 #include "bigbatch/models/model_options.h"
@@ -20,6 +21,7 @@ class SmallCnnImpl : public ImageClassifierImpl {
     bool poolAfter = false;
   };
   std::vector<Layer> layers_;
+  torch::nn::Linear hidden_{nullptr};  // null unless ModelOptions::hidden > 0
   torch::nn::Linear fc_{nullptr};
 };
 
