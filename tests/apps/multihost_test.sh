@@ -15,6 +15,10 @@
 #                metrics as an uninterrupted 2-host run
 #   kill         a rank on the other host SIGKILLed mid-training: the job
 #                ends non-zero within LIMIT seconds and names rank 1
+#   stall        a rank on the other host SIGSTOPped mid-training (alive to
+#                the kernel and to TCP, silent to everyone): the stall
+#                watchdog ends the job non-zero within LIMIT seconds, naming
+#                rank 1 from the cross-host heartbeat's datagrams
 #   multihost_test.sh BIGBATCH_BINARY CONFIG MODE [LIMIT]
 set -u
 bin=$(realpath "$1"); config=$(realpath "$2"); mode=$3; limit=${4:-60}
@@ -92,10 +96,10 @@ resume)
   cols "$dir/resumed/metrics.csv"
   echo "multihost_test: ok resume"
   ;;
-kill)
+kill|stall)
   "$cluster" --hosts 2 -- "$bin" train "$config" --run-dir "$dir/run" \
     --set data.train_samples=20000 --set data.eval_samples=1000 --set train.epochs=3 \
-    --set run.threads=1 >"$dir/log" 2>&1 &
+    --set run.threads=1 --set comm.timeout_s=5 >"$dir/log" 2>&1 &
   job=$!
   for _ in $(seq 1 600); do grep -q "allreduce:" "$dir/log" 2>/dev/null && break; sleep 0.1; done
   ns=$(sed -n 's/^  host 1: namespace \([^,]*\),.*/\1/p' "$dir/log")
@@ -104,21 +108,28 @@ kill)
     tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "bigbatch train" && victim=$pid
   done
   [ -n "$victim" ] || { echo "FAIL: no rank found in namespace '$ns'"; cat "$dir/log"; kill "$job"; exit 1; }
-  kill -9 "$victim"
+  if [ "$mode" = kill ]; then kill -9 "$victim"; else kill -STOP "$victim"; fi
   start=$(date +%s.%N)
   for _ in $(seq 1 $((limit * 10))); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
   if kill -0 "$job" 2>/dev/null; then
-    echo "FAIL: the job still runs ${limit} s after the kill"; kill "$job"; sleep 2; cat "$dir/log"; exit 1
+    echo "FAIL: the job still runs ${limit} s after the $mode"; kill -9 "$victim" 2>/dev/null
+    kill "$job"; sleep 2; cat "$dir/log"; exit 1
   fi
   wait "$job"; rc=$?
   elapsed=$(echo "$(date +%s.%N) - $start" | bc)
   cat "$dir/log"
-  echo "multihost_test: exit status $rc ${elapsed} s after the kill of pid $victim in $ns"
+  kill -9 "$victim" 2>/dev/null  # a stopped rank mpirun did not reap
+  echo "multihost_test: exit status $rc ${elapsed} s after the $mode of pid $victim in $ns"
   [ "$rc" -ne 0 ] || { echo "FAIL: exit status 0 after losing a rank"; exit 1; }
-  grep -Eq "rank 1 .*(signal 9|Killed)|rank 1 did not|stopped answering: rank 1" "$dir/log" ||
-    { echo "FAIL: the lost rank is not named"; exit 1; }
+  if [ "$mode" = kill ]; then
+    grep -Eq "rank 1 .*(signal 9|Killed)|rank 1 did not|stopped answering: rank 1" "$dir/log" ||
+      { echo "FAIL: the lost rank is not named"; exit 1; }
+  else
+    grep -q "stopped answering: rank 1 on another host (no sign of life" "$dir/log" ||
+      { echo "FAIL: the stopped rank on the other host is not named"; exit 1; }
+  fi
   ip netns list | grep -q "^$ns" && { echo "FAIL: namespace $ns left behind"; exit 1; }
-  echo "multihost_test: ok kill"
+  echo "multihost_test: ok $mode"
   ;;
 *) echo "multihost_test: unknown mode '$mode'"; exit 2 ;;
 esac
