@@ -28,7 +28,8 @@
 // nothing is copied. The gathers run on the communication thread while the
 // compute thread goes on to the next step's data; waitWeights() (called at
 // the start of the next step, and before anything reads the weights) waits
-// for them. Same wire bytes as the allreduce; 1/N of the optimizer's
+// for them. Same wire bytes as the allreduce (with a 16-bit exchange type
+// the gradients go in 16 bits, the weights in fp32); 1/N of the optimizer's
 // memory traffic and state.
 //
 // Threading: one compute thread calls every method. The Communicator is used
@@ -60,9 +61,10 @@ struct DdpOptions {
   // Gradient bytes per bucket; 0: "auto" — fusion autotuning (below).
   size_t fusionBytes = size_t{1} << 20;
   // Fusion autotuning (Horovod's autotune is the reference; Sergeev & Del
-  // Balso 2018): the candidates 16 KiB, 64 KiB, ... x4 up to the first that
-  // puts every gradient in one bucket each run `tuneSteps` synced steps
-  // (after one untimed step that follows the re-layout); a step's time is
+  // Balso 2018): the candidates — 16 KiB, 64 KiB, ... x4, up to the first
+  // that puts every gradient in one bucket (at most 64 MiB) — each run
+  // `tuneSteps` synced steps (after one untimed step that follows the
+  // re-layout); a step's time is
   // from its synced beginBackward() to the end of finishBackward() — the
   // forward, the backward and the exchange it did not hide. Every rank then
   // takes the candidate whose slowest rank's median was least (one small
