@@ -97,6 +97,17 @@ TEST(Cli, BadDataPathFailsCleanly) {
 
 namespace {
 
+// The output of a shell command; `status` gets pclose's wait status.
+std::string capture(const std::string& cmd, int& status) {
+  FILE* pipe = popen(cmd.c_str(), "r");
+  std::string out;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  status = pclose(pipe);
+  return out;
+}
+
 // mpirun -np N of the binary, as root too.
 std::string underMpirun(int ranks) {
   return "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 " + std::string(BIGBATCH_MPIRUN) +
@@ -109,12 +120,8 @@ TEST(Cli, BenchAllreduceJsonRows) {
   const std::string cmd = underMpirun(3) + BIGBATCH_BINARY +
                           " bench allreduce --min-bytes 4K --max-bytes 8K --algorithms "
                           "shm,ring,halving_doubling,mpi --json";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
+  int status = 0;
+  const std::string out = capture(cmd, status);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
   std::istringstream lines(out);
   int rows = 0, checked = 0;
@@ -138,12 +145,8 @@ TEST(Cli, BenchOptimPartitionedStateIsAThirdPerRank) {
   const std::string cmd = underMpirun(3) + BIGBATCH_BINARY +
                           " bench optim --partitioned --models cnn --iterations 3 --threads 1 "
                           "--json 2>&1";
-  FILE* pipe = popen(cmd.c_str(), "r");
-  std::string out;
-  std::array<char, 4096> buf;
-  size_t n;
-  while ((n = fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int status = pclose(pipe);
+  int status = 0;
+  const std::string out = capture(cmd, status);
   ASSERT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << out;
   std::istringstream lines(out);
   int rows = 0;

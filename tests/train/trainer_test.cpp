@@ -59,6 +59,18 @@ RankRuns trainInProcess(const Config& c, const std::string& dir, std::vector<Tra
   return runs;
 }
 
+std::shared_ptr<ImageClassifierImpl> seededModel() {
+  torch::manual_seed(1);
+  return buildModel(ModelOptions{});  // the default recipe's cnn, as run.seed = 1 builds it
+}
+
+// One job per in-process rank, each with its own copy of that model.
+std::vector<TrainingJob> seededJobs(int n) {
+  std::vector<TrainingJob> jobs(n);
+  for (auto& job : jobs) job.model = seededModel();
+  return jobs;
+}
+
 std::vector<nlohmann::json> readMllog(const std::string& path) {
   std::ifstream in(path);
   std::vector<nlohmann::json> lines;
@@ -320,11 +332,7 @@ TEST(LargeBatchRun, KfacOnTwoRanksTrainsAndKeepsTheirWeightsIdentical) {
   c.set("model.bn_momentum=0.3");
   c.set("schedule.warmup_epochs=0.5");
   c.set("schedule.decay=poly");
-  std::vector<TrainingJob> jobs(2);
-  for (auto& job : jobs) {
-    torch::manual_seed(1);
-    job.model = buildModel(ModelOptions{});
-  }
+  std::vector<TrainingJob> jobs = seededJobs(2);
   const RankRuns runs = trainInProcess(c, dir, jobs);
   ASSERT_TRUE(runs.errors[0].empty() && runs.errors[1].empty())
       << runs.errors[0] << " / " << runs.errors[1];
@@ -362,11 +370,7 @@ TEST(PartitionedRun, EachRankHoldsHalfTheOptimizerStateAndTheRanksKeepOneModel) 
         ::testing::TempDir() + "/partition_" + partition + "_" + std::to_string(::getpid());
     std::filesystem::remove_all(dir);
     c.set("ddp.partition=" + partition);
-    std::vector<TrainingJob> jobs(2);
-    for (auto& job : jobs) {
-      torch::manual_seed(1);
-      job.model = buildModel(ModelOptions{});
-    }
+    std::vector<TrainingJob> jobs = seededJobs(2);
     const RankRuns runs = trainInProcess(c, dir, jobs);
     ASSERT_TRUE(runs.errors[0].empty() && runs.errors[1].empty())
         << runs.errors[0] << " / " << runs.errors[1];
@@ -409,11 +413,7 @@ TEST(FusionAutotune, TheChoiceIsReportedAndCheckpointed) {
   c.set("train.batch_size=64");
   c.set("run.threads=1");
   c.set("ddp.fusion_bytes=auto");
-  std::vector<TrainingJob> jobs(2);
-  for (auto& job : jobs) {
-    torch::manual_seed(1);
-    job.model = buildModel(ModelOptions{});
-  }
+  std::vector<TrainingJob> jobs = seededJobs(2);
   const RankRuns runs = trainInProcess(c, dir, jobs);
   ASSERT_TRUE(runs.errors[0].empty() && runs.errors[1].empty())
       << runs.errors[0] << " / " << runs.errors[1];
@@ -609,11 +609,6 @@ TrainResult oneStep(Config c, const std::string& name, std::shared_ptr<ImageClas
   return r;
 }
 
-std::shared_ptr<ImageClassifierImpl> seededModel() {
-  torch::manual_seed(1);
-  return buildModel(ModelOptions{});  // the default recipe's cnn, as run.seed = 1 builds it
-}
-
 // The trainer's loss is train.label_smoothing's: the first step's loss —
 // before any update — is (1-α)·CE + α·mean_k(-log p_k) of the same seeded
 // model on the same 64 images, computed here from the formula.
@@ -694,8 +689,7 @@ TEST(TrainerWiring, ReportedAccuracyIsThatOfTheSavedModel) {
   c.set("train.epochs=1");
   c.set("train.batch_size=64");
   c.set("run.threads=1");
-  std::vector<TrainingJob> jobs(2);
-  for (auto& job : jobs) job.model = seededModel();
+  std::vector<TrainingJob> jobs = seededJobs(2);
   const RankRuns runs = trainInProcess(c, dir, jobs);
   ASSERT_TRUE(runs.errors[0].empty() && runs.errors[1].empty())
       << runs.errors[0] << " / " << runs.errors[1];
