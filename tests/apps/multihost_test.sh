@@ -1,6 +1,7 @@
 #!/bin/bash
 # bigbatch across emulated hosts (scripts/emulated_cluster: one network
-# namespace per host, MPI over TCP between them, shared memory inside):
+# namespace per host, each host's link shaped to 1 Gb/s by tc, MPI over TCP
+# between them, shared memory inside):
 #   sweep        every algorithm but shm (which needs one host), fp32, bf16
 #                and fp16, 4 B..256 KiB, on 2 hosts x 1 rank and 2 hosts x
 #                2 ranks: no wrong element (the crafted inputs' exact sums,
@@ -22,6 +23,8 @@
 #   multihost_test.sh BIGBATCH_BINARY CONFIG MODE [LIMIT]
 set -u
 bin=$(realpath "$1"); config=$(realpath "$2"); mode=$3; limit=${4:-60}
+# Every link shaped (tc tbf), as a cluster's would be: 1 Gb/s per host.
+rate=${MULTIHOST_RATE:-1gbit}
 here=$(cd "$(dirname "$0")" && pwd)
 cluster="$here/../../scripts/emulated_cluster"
 [ "$(id -u)" = 0 ] || { echo "FAIL: needs root (network namespaces); CI runs as root"; exit 1; }
@@ -35,7 +38,7 @@ sweep)
   for layout in "2 1" "2 2"; do
     set -- $layout
     for type in float32 bfloat16 float16; do
-      "$cluster" --hosts "$1" --ranks-per-host "$2" -- "$bin" bench allreduce --json --no-memcpy \
+      "$cluster" --hosts "$1" --ranks-per-host "$2" --rate "$rate" -- "$bin" bench allreduce --json --no-memcpy \
         --min-bytes 4 --max-bytes 256K --iters 2 --warmup 1 --type "$type" \
         --algorithms auto,ring,halving_doubling,recursive_doubling,hierarchical,mpi \
         >"$dir/rows" 2>&1 || { echo "FAIL: $1 x $2 $type exited non-zero"; cat "$dir/rows"; exit 1; }
@@ -54,7 +57,7 @@ EOF
   echo "multihost_test: ok sweep"
   ;;
 equivalence)
-  "$cluster" --hosts 2 -- "$bin" train "$config" --run-dir "$dir/hosts" -q "${small[@]}" \
+  "$cluster" --hosts 2 --rate "$rate" -- "$bin" train "$config" --run-dir "$dir/hosts" -q "${small[@]}" \
     >"$dir/log1" 2>&1 || { echo "FAIL: the 2-host run failed"; cat "$dir/log1"; exit 1; }
   "$bin" train "$config" --workers 2 --run-dir "$dir/one" -q "${small[@]}" \
     >"$dir/log2" 2>&1 || { echo "FAIL: the 1-host run failed"; cat "$dir/log2"; exit 1; }
@@ -80,14 +83,14 @@ resume)
   common=(--set data.train_samples=4096 --set data.eval_samples=1000 --set train.epochs=2
           --set train.stop_at_target=false --set train.batch_size=128 --set ckpt.every_steps=5
           --set run.threads=1)
-  "$cluster" --hosts 2 -- "$bin" train "$config" -q "${common[@]}" --run-dir "$dir/reference" \
+  "$cluster" --hosts 2 --rate "$rate" -- "$bin" train "$config" -q "${common[@]}" --run-dir "$dir/reference" \
     >"$dir/log0" 2>&1 || { echo "FAIL: reference run"; cat "$dir/log0"; exit 1; }
-  "$cluster" --hosts 2 -- "$bin" train "$config" -q "${common[@]}" --run-dir "$dir/resumed" \
+  "$cluster" --hosts 2 --rate "$rate" -- "$bin" train "$config" -q "${common[@]}" --run-dir "$dir/resumed" \
     --set fault.kind=throw --set fault.rank=1 --set fault.step=23 >"$dir/log1" 2>&1 &&
     { echo "FAIL: the faulty run exited 0"; cat "$dir/log1"; exit 1; }
   grep -q "ckpt-000000020.pt" "$dir/resumed/checkpoints/latest" ||
     { echo "FAIL: latest is not step 20"; cat "$dir/log1"; exit 1; }
-  "$cluster" --hosts 2 -- "$bin" train "$config" -q "${common[@]}" --run-dir "$dir/resumed" \
+  "$cluster" --hosts 2 --rate "$rate" -- "$bin" train "$config" -q "${common[@]}" --run-dir "$dir/resumed" \
     --resume auto >"$dir/log2" 2>&1 || { echo "FAIL: the resumed run failed"; cat "$dir/log2"; exit 1; }
   cmp "$dir/reference/model.pt" "$dir/resumed/model.pt" || { echo "FAIL: final weights differ"; exit 1; }
   cols() { cut -d, -f1-6,18- "$1"; }  # every column that is not a time
@@ -97,7 +100,7 @@ resume)
   echo "multihost_test: ok resume"
   ;;
 kill|stall)
-  "$cluster" --hosts 2 -- "$bin" train "$config" --run-dir "$dir/run" \
+  "$cluster" --hosts 2 --rate "$rate" -- "$bin" train "$config" --run-dir "$dir/run" \
     --set data.train_samples=20000 --set data.eval_samples=1000 --set train.epochs=3 \
     --set run.threads=1 --set comm.timeout_s=5 >"$dir/log" 2>&1 &
   job=$!
