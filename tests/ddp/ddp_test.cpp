@@ -89,9 +89,9 @@ torch::Tensor inputFor(int rank) {
   return torch::arange(24, torch::kFloat32).reshape({4, 6}).add(rank).mul(0.1);
 }
 
-TEST(Ddp, SummedGradientsMatchReferenceAcrossBuckets) {
-  const int n = 3;
-  // Reference: one process, the sum of every rank's loss.
+// The gradients of the sum of `n` ranks' losses in one process, from a Net
+// seeded with 7; an unused parameter's is undefined.
+std::vector<torch::Tensor> referenceGradients(int n) {
   torch::manual_seed(7);
   Net ref;
   torch::Tensor total = torch::zeros({});
@@ -99,6 +99,12 @@ TEST(Ddp, SummedGradientsMatchReferenceAcrossBuckets) {
   total.backward();
   std::vector<torch::Tensor> want;
   for (auto& p : ref.parameters()) want.push_back(p.grad().defined() ? p.grad().clone() : torch::Tensor());
+  return want;
+}
+
+TEST(Ddp, SummedGradientsMatchReferenceAcrossBuckets) {
+  const int n = 3;
+  const std::vector<torch::Tensor> want = referenceGradients(n);
 
   for (bool overlap : {true, false}) {
     withRanks(n, {7, 7, 7}, [&](int r, Communicator& comm, Net& net) {
@@ -235,18 +241,17 @@ TEST(Ddp, HalfExchangeMatchesFloatExchangeWithinRounding) {
 
 TEST(Ddp, PartitionedShardsTileTheModelAndHoldTheSummedGradients) {
   const int n = 3;
-  torch::manual_seed(7);
-  Net ref;
-  torch::Tensor total = torch::zeros({});
-  for (int r = 0; r < n; ++r) total = total + ref.forward(inputFor(r)).pow(2).sum();
-  total.backward();
-  std::vector<torch::Tensor> want;
-  for (auto& p : ref.parameters()) {
-    want.push_back(p.grad().defined() ? p.grad().clone() : torch::zeros_like(p));
+  std::vector<torch::Tensor> want = referenceGradients(n);
+  std::vector<std::vector<int>> owners;  // per param, per element: how many ranks own it
+  {
+    Net shapes;  // the parameters' shapes
+    auto params = shapes.parameters();
+    for (size_t i = 0; i < params.size(); ++i) {
+      if (!want[i].defined()) want[i] = torch::zeros_like(params[i]);  // unused: exchanged zeros
+      owners.emplace_back(params[i].numel(), 0);
+    }
   }
   std::mutex m;
-  std::vector<std::vector<int>> owners;  // per param, per element: how many ranks own it
-  for (auto& p : ref.parameters()) owners.emplace_back(p.numel(), 0);
   for (DataType wire : {DataType::kFloat32, DataType::kFloat16}) {
     for (auto& o : owners) std::fill(o.begin(), o.end(), 0);
     withRanks(n, {7, 7, 7}, [&](int r, Communicator& comm, Net& net) {

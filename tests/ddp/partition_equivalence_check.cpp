@@ -127,31 +127,18 @@ std::map<std::string, torch::Tensor> optimizerState(const std::string& file) {
   return out;
 }
 
-}  // namespace
+// The checks, as named steps; each counts its failures and prints on rank 0.
+class PartitionChecks {
+ public:
+  PartitionChecks(Communicator& world, std::string tmp)
+      : world_(world), n_(world.size()), rank_(world.rank()), tmp_(std::move(tmp)) {}
 
-int main() {
-  try {
-    auto world = MpiCommunicator::world();
-    const int n = world->size(), rank = world->rank();
-    BIGBATCH_CHECK(n == 2 || n == 3, InvalidArgument, "run under mpirun -np 2 or -np 3");
-    int64_t pid = getpid();  // rank 0's: every rank names the same run directories
-    broadcast(*world, &pid, sizeof pid, 0);
-    const std::string tmp = fmt::format("/tmp/bigbatch_partition_{}_{}", n, pid);
-    int failures = 0;
-    auto say = [&](const std::string& line) {
-      if (rank == 0) fmt::print("{}\n", line);
-    };
-    auto check = [&](const std::string& what, const Outcome& a, const Outcome& b, bool exact,
-                     bool mustMatch = true) {
-      const Deviation d = compare(a, b);
-      const bool match = d.sameShape && a.losses.size() == 50 &&
-                         (exact ? d.identical : d.loss <= kTolerance && d.weight <= kTolerance);
-      say(fmt::format("{}: {} steps, loss deviation {:.3g}, weight deviation {:.3g}{} -> {}", what,
-                      b.losses.size(), d.loss, d.weight, d.identical ? " (bit-identical)" : "",
-                      match ? "equivalent" : "DIFFERENT"));
-      if (match != mustMatch) ++failures;
-    };
+  int failures() const { return failures_; }
 
+  // SGD, LARS, LAMB (and on 2 ranks LAMB with fp16 wire, accumulation, BN
+  // groups and a skipped NaN) partitioned vs not; returns the partitioned
+  // LARS run for the negative control.
+  Outcome partitionedMatchesUnpartitioned() {
     struct Case {
       std::string name;
       std::vector<std::string> sets;
@@ -159,10 +146,10 @@ int main() {
     };
     std::vector<Case> cases = {
         {"sgd", {"optim.name=sgd", "optim.lr=0.1"}, true},
-        {"lars", {"optim.name=lars", "optim.lr=2", "optim.excluded_lr_scale=0.01"}, false},
+        {"lars", kLars, false},
         {"lamb", {"optim.name=lamb", "optim.lr=0.004", "optim.weight_decay=0.01"}, false},
     };
-    if (n == 2) {
+    if (n_ == 2) {
       cases.push_back(
           {"lamb, fp16 wire + loss scaling, 2 accumulation steps, 2 BN groups, NaN "
            "at step 5 skipped",
@@ -171,92 +158,144 @@ int main() {
             "fault.step=5", "fault.rank=1", "train.nonfinite=skip"},
            false});
     }
-    Outcome lars;  // the partitioned LARS run, for the negative control
+    Outcome lars;
     for (const Case& k : cases) {
-      std::vector<std::string> part = k.sets;
-      part.push_back("ddp.partition=optimizer");
-      const Outcome a = run(*world, k.sets, tmp + "_a");
-      const Outcome p = run(*world, part, tmp + "_p");
-      check(fmt::format("{} on {} ranks, partitioned vs not", k.name, n), a, p, k.exact);
+      const Outcome a = run(world_, k.sets, tmp_ + "_a");
+      const Outcome p = run(world_, partitioned(k.sets), tmp_ + "_p");
+      check(fmt::format("{} on {} ranks, partitioned vs not", k.name, n_), a, p, k.exact);
       if (k.name == "lars") lars = p;
     }
-    // Negative control: LARS with the trust ratio of half the layer (what
-    // one rank's partial |w| and |g| would give is a different ratio; a
-    // changed eta is the same kind of error) must fail the tolerance.
-    {
-      const Outcome wrong = run(*world,
-                                {"optim.name=lars", "optim.lr=2", "optim.excluded_lr_scale=0.01",
-                                 "optim.lars_eta=0.0009", "ddp.partition=optimizer"},
-                                tmp + "_w");
-      check("negative control: LARS with eta 0.9x", lars, wrong, false, /*mustMatch=*/false);
-    }
+    return lars;
+  }
 
-    if (n == 2) {
-      // Resume: checkpoints every 20 steps; the one at step 20 of 50.
-      const std::vector<std::string> sets = {"optim.name=lars", "optim.lr=2",
-                                             "optim.excluded_lr_scale=0.01", "ckpt.every_steps=20",
-                                             "ckpt.keep=5"};
-      std::vector<std::string> part = sets;
-      part.push_back("ddp.partition=optimizer");
-      const Outcome whole = run(*world, part, tmp + "_r");
-      run(*world, sets, tmp + "_u");
-      const std::string mid = tmp + "_r/checkpoints/ckpt-000000020.pt";
-      const std::string midUnpart = tmp + "_u/checkpoints/ckpt-000000020.pt";
-      const Outcome resumed = run(*world, part, tmp + "_r2", mid);
-      // The resumed run reports only its own 30 steps; compare weights.
-      Outcome wholeTail = whole;
-      wholeTail.losses.assign(whole.losses.end() - 30, whole.losses.end());
-      {
-        const Deviation d = compare(wholeTail, resumed);
-        say(fmt::format("partitioned resume from step 20 on 2 ranks: {} steps, {}",
-                        resumed.losses.size(),
-                        d.identical ? "bit-identical to the uninterrupted run" : "DIFFERENT"));
-        if (!d.identical) ++failures;
-      }
-      if (rank == 0) {
-        const auto a = optimizerState(mid), b = optimizerState(midUnpart);
-        double worst = a.size() == b.size() ? 0 : 1e9;
-        for (const auto& [name, t] : a) {
-          if (!b.count(name) || b.at(name).sizes() != t.sizes()) {
-            worst = 1e9;
-            continue;
-          }
-          const double scale = std::max(b.at(name).abs().max().item<double>(), 1e-30);
-          worst = std::max(worst, (t - b.at(name)).abs().max().item<double>() / scale);
-        }
-        const bool ok = worst <= kTolerance && a.size() > 1;
-        fmt::print(
-            "checkpoint at step 20: {} optimizer tensors, whole shapes, max deviation from "
-            "the unpartitioned run's {:.3g} -> {}\n",
-            a.size(), worst, ok ? "same state" : "DIFFERENT");
-        if (!ok) ++failures;
-        // Re-partitioning: on 1 rank (another world size) the partitioned
-        // checkpoint resumes to what the unpartitioned one resumes to.
-        auto self = world->split(0, 0);
-        const Outcome x = run(*self, {sets[0], sets[1], sets[2]}, tmp + "_x", mid);
-        const Outcome y = run(*self, {sets[0], sets[1], sets[2]}, tmp + "_y", midUnpart);
-        const Deviation d = compare(x, y);
-        const bool same =
-            d.sameShape && d.loss <= kTolerance && d.weight <= kTolerance && !x.losses.empty();
-        fmt::print(
-            "resume on 1 rank from the partitioned vs the unpartitioned checkpoint: {} "
-            "steps, loss deviation {:.3g}, weight deviation {:.3g} -> {}\n",
-            x.losses.size(), d.loss, d.weight, same ? "equivalent" : "DIFFERENT");
-        if (!same) ++failures;
-      } else {
-        world->split(1, 0);
-      }
+  // LARS with eta x 0.9 — the kind of error one rank's partial |w| and |g|
+  // would make in the trust ratio — must FAIL the tolerance.
+  void negativeControl(const Outcome& lars) {
+    std::vector<std::string> wrong = partitioned(kLars);
+    wrong.push_back("optim.lars_eta=0.0009");
+    check("negative control: LARS with eta 0.9x", lars, run(world_, wrong, tmp_ + "_w"),
+          /*exact=*/false, /*mustMatch=*/false);
+  }
+
+  // 2 ranks: checkpoints every 20 steps; from the one at step 20 of 50.
+  void resume() {
+    std::vector<std::string> sets = kLars;
+    sets.insert(sets.end(), {"ckpt.every_steps=20", "ckpt.keep=5"});
+    const Outcome whole = run(world_, partitioned(sets), tmp_ + "_r");
+    run(world_, sets, tmp_ + "_u");
+    const std::string mid = tmp_ + "_r/checkpoints/ckpt-000000020.pt";
+    const std::string midUnpartitioned = tmp_ + "_u/checkpoints/ckpt-000000020.pt";
+    resumeIsBitExact(whole, run(world_, partitioned(sets), tmp_ + "_r2", mid));
+    if (rank_ == 0) {
+      checkpointHoldsTheUnpartitionedState(mid, midUnpartitioned);
+      auto self = world_.split(0, 0);
+      resumesOnAnotherWorldSize(*self, mid, midUnpartitioned);
+    } else {
+      world_.split(1, 0);
     }
-    world->barrier();
-    if (rank == 0) {
-      for (const char* x : {"_a", "_p", "_w", "_r", "_u", "_r2", "_x", "_y"}) {
-        std::filesystem::remove_all(tmp + x);
-      }
+  }
+
+  void removeRunDirectories() {
+    world_.barrier();
+    if (rank_ != 0) return;
+    for (const char* x : {"_a", "_p", "_w", "_r", "_u", "_r2", "_x", "_y"}) {
+      std::filesystem::remove_all(tmp_ + x);
     }
-    // Rank 0 decides: the checks above printed there.
-    int verdict = failures;
+  }
+
+ private:
+  inline static const std::vector<std::string> kLars = {"optim.name=lars", "optim.lr=2",
+                                                        "optim.excluded_lr_scale=0.01"};
+
+  static std::vector<std::string> partitioned(std::vector<std::string> sets) {
+    sets.push_back("ddp.partition=optimizer");
+    return sets;
+  }
+
+  void say(const std::string& line) const {
+    if (rank_ == 0) fmt::print("{}\n", line);
+  }
+
+  void check(const std::string& what, const Outcome& a, const Outcome& b, bool exact,
+             bool mustMatch = true) {
+    const Deviation d = compare(a, b);
+    const bool match = d.sameShape && a.losses.size() == 50 &&
+                       (exact ? d.identical : d.loss <= kTolerance && d.weight <= kTolerance);
+    say(fmt::format("{}: {} steps, loss deviation {:.3g}, weight deviation {:.3g}{} -> {}", what,
+                    b.losses.size(), d.loss, d.weight, d.identical ? " (bit-identical)" : "",
+                    match ? "equivalent" : "DIFFERENT"));
+    if (match != mustMatch) ++failures_;
+  }
+
+  // The resumed run reports only its own 30 steps: those, and the weights.
+  void resumeIsBitExact(const Outcome& whole, const Outcome& resumed) {
+    Outcome tail = whole;
+    tail.losses.assign(whole.losses.end() - 30, whole.losses.end());
+    const Deviation d = compare(tail, resumed);
+    say(fmt::format("partitioned resume from step 20 on 2 ranks: {} steps, {}",
+                    resumed.losses.size(),
+                    d.identical ? "bit-identical to the uninterrupted run" : "DIFFERENT"));
+    if (!d.identical) ++failures_;
+  }
+
+  void checkpointHoldsTheUnpartitionedState(const std::string& mine, const std::string& theirs) {
+    const auto a = optimizerState(mine), b = optimizerState(theirs);
+    double worst = a.size() == b.size() ? 0 : 1e9;
+    for (const auto& [name, t] : a) {
+      if (!b.count(name) || b.at(name).sizes() != t.sizes()) {
+        worst = 1e9;
+        continue;
+      }
+      const double scale = std::max(b.at(name).abs().max().item<double>(), 1e-30);
+      worst = std::max(worst, (t - b.at(name)).abs().max().item<double>() / scale);
+    }
+    const bool ok = worst <= kTolerance && a.size() > 1;
+    say(
+        fmt::format("checkpoint at step 20: {} optimizer tensors, whole shapes, max deviation "
+                    "from the unpartitioned run's {:.3g} -> {}",
+                    a.size(), worst, ok ? "same state" : "DIFFERENT"));
+    if (!ok) ++failures_;
+  }
+
+  // Re-partitioning: on 1 rank the partitioned checkpoint resumes to what
+  // the unpartitioned one resumes to.
+  void resumesOnAnotherWorldSize(Communicator& self, const std::string& mine,
+                                 const std::string& theirs) {
+    const Outcome x = run(self, kLars, tmp_ + "_x", mine);
+    const Outcome y = run(self, kLars, tmp_ + "_y", theirs);
+    const Deviation d = compare(x, y);
+    const bool same =
+        d.sameShape && d.loss <= kTolerance && d.weight <= kTolerance && !x.losses.empty();
+    say(
+        fmt::format("resume on 1 rank from the partitioned vs the unpartitioned checkpoint: {} "
+                    "steps, loss deviation {:.3g}, weight deviation {:.3g} -> {}",
+                    x.losses.size(), d.loss, d.weight, same ? "equivalent" : "DIFFERENT"));
+    if (!same) ++failures_;
+  }
+
+  Communicator& world_;
+  const int n_, rank_;
+  const std::string tmp_;
+  int failures_ = 0;
+};
+
+}  // namespace
+
+int main() {
+  try {
+    auto world = MpiCommunicator::world();
+    const int n = world->size();
+    BIGBATCH_CHECK(n == 2 || n == 3, InvalidArgument, "run under mpirun -np 2 or -np 3");
+    int64_t pid = getpid();  // rank 0's: every rank names the same run directories
+    broadcast(*world, &pid, sizeof pid, 0);
+    PartitionChecks checks(*world, fmt::format("/tmp/bigbatch_partition_{}_{}", n, pid));
+    checks.negativeControl(checks.partitionedMatchesUnpartitioned());
+    if (n == 2) checks.resume();
+    checks.removeRunDirectories();
+    // Rank 0 decides: the checks printed there.
+    int verdict = checks.failures();
     broadcast(*world, &verdict, sizeof verdict, 0);
-    say(verdict ? "FAIL" : "PASS");
+    if (world->rank() == 0) fmt::print("{}\n", verdict ? "FAIL" : "PASS");
     return verdict ? 1 : 0;
   } catch (const std::exception& e) {
     fmt::print("FAIL: {}\n", e.what());
