@@ -33,7 +33,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-std::vector<torch::Tensor> parameterSet(const std::string& model) {
+ModelOptions benchModel(const std::string& model) {
   ModelOptions m;
   if (model == "resnet50") {
     m.name = "resnet50";
@@ -45,8 +45,12 @@ std::vector<torch::Tensor> parameterSet(const std::string& model) {
   } else {
     BIGBATCH_THROW(InvalidArgument, "--models: '{}' is not resnet50 or cnn", model);
   }
+  return m;
+}
+
+std::vector<torch::Tensor> parameterSet(const std::string& model) {
   std::vector<torch::Tensor> out;
-  for (auto& p : buildModel(m)->parameters()) out.push_back(p.detach().clone());
+  for (auto& p : buildModel(benchModel(model))->parameters()) out.push_back(p.detach().clone());
   return out;
 }
 
@@ -101,15 +105,7 @@ int runPartitioned(const BenchOptimOptions& o, const std::vector<std::string>& m
                "state_part", "iters");
   }
   for (const auto& model : models) {
-    ModelOptions m;
-    if (model == "resnet50") {
-      m.name = "resnet50";
-      m.inChannels = 3;
-      m.numClasses = 1000;
-    } else {
-      m.inChannels = 1;  // the default recipe's model
-      m.numClasses = 10;
-    }
+    const ModelOptions m = benchModel(model);
     for (const auto& name : optimizers) {
       std::shared_ptr<ImageClassifierImpl> net[2];
       std::unique_ptr<DistributedDataParallel> ddp[2];
