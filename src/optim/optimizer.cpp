@@ -168,14 +168,15 @@ double Optimizer::sumAcrossShards(double value) {
 
 StepResult Optimizer::step(const StepHyper& hyper) {
   torch::NoGradGuard noGrad;
-  BIGBATCH_REQUIRE(!partitioned() || fusedEligible(), InvalidArgument,
+  const bool fused = fusedEligible();
+  BIGBATCH_REQUIRE(!partitioned() || fused, InvalidArgument,
                    "a partitioned optimizer (ddp.partition = optimizer) needs the fused path "
                    "(fp32 CPU tensors, optim.fused = true); set ddp.partition = none");
   // P(s·∇) = s·P(∇): the loss scale (gradScale) still divides out
   // afterwards, and an inf or NaN still reaches the finite check.
   if (kfac_) kfac_->precondition();
   StepResult r;
-  if (fusedEligible()) {
+  if (fused) {
     r = stepFused(hyper);
   } else {
     if (hyper.gradScale != 1.0) {
