@@ -71,6 +71,17 @@ void loadWholeOptimizerState(Optimizer& optimizer, DistributedDataParallel& ddp,
   }
   auto step = whole.find("step");
   BIGBATCH_REQUIRE(step != whole.end(), InvalidArgument, "optimizer state has no 'step'");
+  // Entries this optimizer does not know are refused, as Optimizer::loadState does.
+  for (const auto& [name, tensor] : whole) {
+    bool known = name == "step";
+    for (const std::string& buffer : optimizer.bufferNames()) {
+      for (const std::string& param : ddp.parameterNames()) known |= name == param + "." + buffer;
+    }
+    BIGBATCH_REQUIRE(known, InvalidArgument,
+                     "optimizer state has an entry this optimizer does not know, '{}' (is it "
+                     "from another optimizer or model?)",
+                     name);
+  }
   slices.emplace_back("step", step->second);
   optimizer.loadState(slices);
 }

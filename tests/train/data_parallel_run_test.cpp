@@ -11,9 +11,12 @@
 #include <nlohmann/json.hpp>
 
 #include "bigbatch/ckpt/checkpoint.h"
+#include "bigbatch/comm/in_process_communicator.h"
 #include "bigbatch/common/error.h"
+#include "bigbatch/ddp/distributed_data_parallel.h"
 #include "bigbatch/models/model_options.h"
 #include "bigbatch/train/config_schema.h"
+#include "bigbatch/train/partitioned_state.h"
 #include "bigbatch/train/trainer.h"
 #include "run_helpers.h"
 
@@ -244,6 +247,47 @@ TEST(FusionAutotune, TheChoiceIsReportedAndCheckpointed) {
   ASSERT_TRUE(k.counters.count("fusion_tuning.bytes"));
   EXPECT_EQ(static_cast<int64_t>(k.counters.at("fusion_tuning.bytes")), chosen);
   std::filesystem::remove_all(dir);
+}
+
+TEST(PartitionedRun, WholeStateRoundTripsThroughTheSlicesAndUnknownEntriesAreRefused) {
+  const int n = 2;
+  auto comms = makeInProcessGroup(n);
+  std::vector<std::string> errors(n);
+  onRanks(n, [&](int r) {
+    try {
+      auto model = seededModel();
+      DdpOptions d;
+      d.partition = true;
+      d.fusionBytes = 16384;
+      DistributedDataParallel ddp(*model, *comms[r], d);
+      OptimizerOptions o;
+      o.name = "sgd";
+      auto optimizer = makeRunOptimizer(*model, ddp, o);
+      NamedTensors state = wholeOptimizerState(*optimizer, ddp);  // collective
+      ASSERT_EQ(state.size(), ddp.parameterNames().size() + 1);
+      for (auto& [name, t] : state) {  // whole shapes, values that tell the elements apart
+        if (name != "step") t = torch::arange(t.numel(), torch::kFloat).reshape(t.sizes());
+      }
+      loadWholeOptimizerState(*optimizer, ddp, state);
+      const NamedTensors again = wholeOptimizerState(*optimizer, ddp);
+      ASSERT_EQ(again.size(), state.size());
+      for (size_t i = 0; i < state.size(); ++i) {
+        EXPECT_EQ(again[i].first, state[i].first);
+        EXPECT_TRUE(torch::equal(again[i].second, state[i].second)) << again[i].first;
+      }
+      NamedTensors extra = state;
+      extra.emplace_back("conv1.weight.exp_avg", state[0].second);
+      try {
+        loadWholeOptimizerState(*optimizer, ddp, extra);
+        ADD_FAILURE() << "an unknown entry was accepted";
+      } catch (const InvalidArgument& e) {
+        EXPECT_NE(std::string(e.what()).find("conv1.weight.exp_avg"), std::string::npos);
+      }
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  });
+  EXPECT_TRUE(errors[0].empty() && errors[1].empty()) << errors[0] << " / " << errors[1];
 }
 
 TEST(PartitionedRun, KfacAndTheUnfusedOptimizerAreRefusedNamingTheFix) {
