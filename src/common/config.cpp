@@ -194,6 +194,7 @@ void Config::mergeToml(const std::string& tomlText, const std::string& origin) {
     BIGBATCH_THROW(InvalidArgument, "{}:{}:{}: TOML syntax error: {}", origin, src.begin.line,
                    src.begin.column, e.description());
   }
+  for (const auto& name : ignoredTables_) table.erase(name);
   std::vector<std::pair<std::string, const toml::node*>> entries;
   flatten(table, "", entries);
   for (const auto& [key, node] : entries) {

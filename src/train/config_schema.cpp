@@ -151,6 +151,11 @@ std::vector<ConfigField> trainKeys() {
         "target was 93 % top-5)",
         {}, {}, {"top1", "top5"}),
       F("train.stop_at_target", T::kBool, true, "stop as soon as the target is reached"),
+      F("train.stop_after_epoch", T::kInt, int64_t{0},
+        "end this invocation after epoch N, evaluated and checkpointed, as if interrupted there "
+        "(summary.json: paused); the schedules still span train.epochs and `--resume auto` "
+        "continues the run. `bigbatch tune` stops trials at its rungs this way. 0: never",
+        0.0, 100000.0),
       F("train.eval_every", T::kInt, int64_t{1}, "evaluate every N epochs (and after the last)",
         1.0, 100000.0),
       F("train.eval_batch_size", T::kInt, int64_t{1000}, "images per evaluation forward pass", 1.0,
@@ -378,7 +383,11 @@ std::vector<ConfigField> trainingConfigSchema() {
   return all;
 }
 
-Config defaultTrainingConfig() { return Config(trainingConfigSchema()); }
+Config defaultTrainingConfig() {
+  Config c(trainingConfigSchema());
+  c.ignoreTable("tune");  // a recipe's search space, read by `bigbatch tune`
+  return c;
+}
 
 void validateTrainingConfig(const Config& c) {
   const auto widths = c.getIntList("model.widths");

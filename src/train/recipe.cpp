@@ -151,6 +151,7 @@ RunRecipe resolveRecipe(const Config& c, int worldSize) {
   r.targetAccuracy = c.getFloat("train.target_accuracy");
   r.targetTop5 = c.getString("train.target_metric") == "top5";
   r.stopAtTarget = c.getBool("train.stop_at_target");
+  r.stopAfterEpoch = c.getInt("train.stop_after_epoch");
   r.evalEvery = c.getInt("train.eval_every");
   r.evalBatch = c.getInt("train.eval_batch_size");
   r.averageBnStats = c.getBool("train.average_bn_stats");

@@ -58,6 +58,7 @@ struct RunRecipe {
   double targetAccuracy = 1;
   bool targetTop5 = false;  // train.target_metric = "top5"
   bool stopAtTarget = true;
+  int64_t stopAfterEpoch = 0;  // 0: none
   int64_t evalEvery = 1, evalBatch = 1000;
   bool averageBnStats = false;
   // Schedules: the peak lr (optim.lr, or optim.lr_per_256 scaled to the

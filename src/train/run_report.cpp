@@ -74,6 +74,7 @@ nlohmann::ordered_json summaryJson(const TrainResult& result, const RunFacts& fa
   summary["init_time_s"] = facts.initSeconds;
   summary["throughput_img_s"] = result.throughputImgS;
   summary["epochs"] = result.epochs;
+  summary["paused"] = result.paused;
   summary["steps"] = result.steps;
   summary["global_batch_size"] = result.globalBatchSize;
   summary["world_size"] = result.worldSize;
@@ -100,7 +101,12 @@ nlohmann::ordered_json summaryJson(const TrainResult& result, const RunFacts& fa
 }
 
 void printOutcome(const TrainResult& result, const RunFacts& facts) {
-  if (result.reachedTarget) {
+  if (result.paused && !result.reachedTarget) {
+    fmt::print(
+        "paused after epoch {} (train.stop_after_epoch): final {:.2f}%, {:.1f} s; "
+        "`--resume auto` with this run directory continues it\n",
+        result.epochs, 100 * result.finalAccuracy, result.trainTimeS);
+  } else if (result.reachedTarget) {
     fmt::print("reached target {:.2f}% {} in {} epochs: time to accuracy {:.1f} s "
                "(MLPerf run_start to run_stop; {:.1f} s initialisation before it), "
                "{:.0f} img/s on {} rank(s)\n",

@@ -185,6 +185,7 @@ class TrainingRun {
 
   RunState state_;
   double elapsedBefore_ = 0;  // run seconds of the sessions before a resume
+  bool paused_ = false;       // train.stop_after_epoch ended this invocation
   std::atomic<bool> runStarted_{false}, runStopped_{false};
 };
 
@@ -414,6 +415,17 @@ void TrainingRun::printBanner() const {
 }
 
 TrainResult TrainingRun::run() {
+  // train.stop_after_epoch on a resume: the checkpoint of that very pause
+  // (its invocation ended before its caller saw it) trains nothing and
+  // reports the pause again; one past it is refused.
+  const int64_t stopAfter = recipe_.stopAfterEpoch;
+  const bool atPause = stopAfter > 0 && stopAfter < recipe_.epochs &&
+                       state_.epoch == stopAfter + 1 && state_.stepInEpoch == 0;
+  BIGBATCH_REQUIRE(stopAfter == 0 || atPause || state_.epoch <= stopAfter, InvalidArgument,
+                   "train.stop_after_epoch = {}, but the resumed checkpoint is past it (at epoch "
+                   "{}); give a later epoch, or 0 to run the whole budget",
+                   stopAfter, state_.epoch);
+  paused_ = atPause;
   BIGBATCH_MLLOG_END(ml_, mlkey::kInitStop);
   BIGBATCH_MLLOG_START(ml_, mlkey::kRunStart);
   runStart_ = Clock::now();
@@ -422,7 +434,7 @@ TrainResult TrainingRun::run() {
   progress_ = Progress(!quiet_);
   // A run that fails part-way still closes its MLPerf log (status aborted).
   try {
-    while (state_.epoch <= recipe_.epochs) {
+    while (state_.epoch <= recipe_.epochs && !paused_) {
       BIGBATCH_MLLOG_START(ml_, mlkey::kBlockStart,
                            {{"first_epoch_num", state_.epoch}, {"epoch_count", 1}});
       BIGBATCH_MLLOG_START(ml_, mlkey::kEpochStart, {{"epoch_num", state_.epoch}});
@@ -521,7 +533,10 @@ void TrainingRun::checkpointMidEpoch(int64_t stepsInEpoch) {
 // folders through the input pipeline with the validation crop.
 std::optional<std::pair<double, double>> TrainingRun::evaluateIfDue(double& evalS) {
   const int64_t epoch = state_.epoch;
-  if (epoch % recipe_.evalEvery != 0 && epoch != recipe_.epochs) return std::nullopt;
+  if (epoch % recipe_.evalEvery != 0 && epoch != recipe_.epochs &&
+      epoch != recipe_.stopAfterEpoch) {
+    return std::nullopt;
+  }
   BIGBATCH_MLLOG_START(ml_, mlkey::kEvalStart, {{"epoch_num", epoch}});
   const auto start = Clock::now();
   std::vector<torch::Tensor> own;
@@ -628,6 +643,11 @@ bool TrainingRun::stopOrCheckpoint(const EpochRecord& record) {
   state_.epochSkipped = 0;
   state_.elapsedS = record.elapsedS;
   if (scaler_) state_.lossScale = scaler_->state();
+  // train.stop_after_epoch: a pause, checkpointed, that a resume continues.
+  if (!stop && epoch == recipe_.stopAfterEpoch && epoch < recipe_.epochs) {
+    paused_ = true;
+    stop = true;
+  }
   const int64_t every = recipe_.ckpt.everyEpochs;
   if (stop || epoch == recipe_.epochs || (every > 0 && epoch % every == 0)) {
     checkpointer_->save(state_);
@@ -649,6 +669,7 @@ TrainResult TrainingRun::finish() {
   }
   TrainResult result;
   state_.copyTo(result);
+  result.paused = paused_;
   result.targetAccuracy = recipe_.targetAccuracy;
   result.targetMetric = recipe_.targetTop5 ? "top5" : "top1";
   result.globalBatchSize = recipe_.globalBatch;

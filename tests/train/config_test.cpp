@@ -56,6 +56,19 @@ TEST(Config, UnknownKeyNamesKeyAndSuggestion) {
   expectInvalid([&] { c.set("train.bogus=1"); }, {"unknown config key 'train.bogus'"});
 }
 
+// A recipe's [tune] table belongs to `bigbatch tune`: the training config
+// skips it whole, and still refuses any other unknown table or key.
+TEST(Config, TheTuneTableIsSkippedAndOtherUnknownTablesAreNot) {
+  Config c = defaultTrainingConfig();
+  c.mergeToml("[optim]\nlr = 0.3\n[tune]\nparams = [\"optim.lr=0.1:1:log\"]\ntrials = 4\n",
+              "recipe.toml");
+  EXPECT_DOUBLE_EQ(c.getFloat("optim.lr"), 0.3);
+  EXPECT_EQ(c.toToml().find("[tune]"), std::string::npos);
+  EXPECT_EQ(c.toToml().find("trials"), std::string::npos);
+  EXPECT_THROW(c.mergeToml("[tuning]\ntrials = 4\n", "recipe.toml"), InvalidArgument);
+  EXPECT_THROW(c.set("tune.trials=4"), InvalidArgument);
+}
+
 TEST(Config, WrongTypeNamesKeyAndType) {
   Config c = defaultTrainingConfig();
   expectInvalid([&] { c.mergeToml("[train]\nbatch_size = \"big\"\n", "r.toml"); },

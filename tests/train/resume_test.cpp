@@ -5,15 +5,15 @@
 // found; a checkpoint of another model or seed is refused naming the key.
 // With K-FAC on, the factors resume bit for bit as well.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <map>
-
-#include <unistd.h>
+#include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "bigbatch/ckpt/checkpoint.h"
 #include "bigbatch/ckpt/state_dict.h"
@@ -146,6 +146,56 @@ class Resume : public ::testing::Test {
 
   static inline std::map<bool, RunRecord*> references_;
 };
+
+// train.stop_after_epoch (how `bigbatch tune` stops a trial at a rung): the
+// run pauses after that epoch, evaluated even off train.eval_every and
+// checkpointed; resuming at the pause again trains nothing and reports the
+// same pause; resuming with the whole budget continues bit for bit to the
+// uninterrupted run; a pause the checkpoint is already past is refused.
+TEST_F(Resume, StopAfterEpochPausesAndTheResumeContinuesBitExactly) {
+  const RunRecord& ref = reference(false);
+  ASSERT_TRUE(ref.error.empty()) << ref.error;
+  const std::string dir = tempDir("resume_paused");
+  fs::remove_all(dir);
+  Config paused = smallRun();
+  paused.set("train.eval_every=3");
+  paused.set("train.stop_after_epoch=1");
+  const RunRecord first = runTraining(paused, dir);
+  ASSERT_TRUE(first.error.empty()) << first.error;
+  EXPECT_TRUE(first.result.paused);
+  EXPECT_EQ(first.result.epochs, 1);
+  EXPECT_EQ(first.result.steps, 8);
+  EXPECT_GT(first.result.finalAccuracy, 0.0);  // evaluated at the pause (eval_every = 3)
+  for (const auto& [step, loss] : first.losses) EXPECT_EQ(loss, ref.losses.at(step));
+  {
+    std::ifstream in(dir + "/summary.json");
+    EXPECT_TRUE(nlohmann::json::parse(in).at("paused").get<bool>());
+  }
+
+  const RunRecord again = runTraining(paused, dir, "auto");
+  ASSERT_TRUE(again.error.empty()) << again.error;
+  EXPECT_TRUE(again.losses.empty());  // nothing trained
+  EXPECT_TRUE(again.result.paused);
+  EXPECT_EQ(again.result.steps, 8);
+  EXPECT_EQ(again.result.finalAccuracy, first.result.finalAccuracy);
+
+  const RunRecord rest = runTraining(smallRun(), dir, "auto");
+  ASSERT_TRUE(rest.error.empty()) << rest.error;
+  EXPECT_FALSE(rest.result.paused);
+  ASSERT_EQ(rest.losses.begin()->first, 9);
+  ASSERT_EQ(rest.losses.rbegin()->first, 24);
+  for (const auto& [step, loss] : rest.losses) EXPECT_EQ(loss, ref.losses.at(step)) << step;
+  EXPECT_EQ(rest.result.finalAccuracy, ref.result.finalAccuracy);
+  expectSameWeights(dir + "/model.pt", referenceDir(false) + "/model.pt");
+  {
+    std::ifstream in(dir + "/summary.json");
+    EXPECT_FALSE(nlohmann::json::parse(in).at("paused").get<bool>());
+  }
+
+  const RunRecord past = runTraining(paused, dir, "auto");
+  EXPECT_NE(past.error.find("train.stop_after_epoch = 1"), std::string::npos) << past.error;
+  fs::remove_all(dir);
+}
 
 TEST_F(Resume, FromEpochEndIsBitExact) { stopAndResume(/*fault*/ 9, /*latest*/ 8, "resume_epoch"); }
 

@@ -46,6 +46,10 @@ class Config {
   // Overlays a TOML document on the current values; `origin` names it in errors.
   void mergeToml(const std::string& tomlText, const std::string& origin);
   void mergeFile(const std::string& path);
+  // A top-level table that another reader of the same files owns (the
+  // `[tune]` table of `bigbatch tune`): merging skips it instead of calling
+  // its keys unknown.
+  void ignoreTable(const std::string& name) { ignoredTables_.push_back(name); }
   // Applies one `key=value` override; the value is read as a TOML value, and
   // a bare word is accepted for string fields.
   void set(const std::string& assignment);
@@ -78,6 +82,7 @@ class Config {
   std::map<std::string, size_t> index_;
   std::map<std::string, ConfigValue> values_;
   std::map<std::string, bool> explicit_;
+  std::vector<std::string> ignoredTables_;
 };
 
 }  // namespace bigbatch

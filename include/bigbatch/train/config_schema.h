@@ -9,7 +9,8 @@ namespace bigbatch {
 
 std::vector<ConfigField> trainingConfigSchema();
 
-// A Config holding every default of trainingConfigSchema().
+// A Config holding every default of trainingConfigSchema(); a recipe's
+// `[tune]` table (its search space, `bigbatch tune`) is skipped.
 Config defaultTrainingConfig();
 
 // Cross-key checks that a single field's range cannot express.

@@ -86,6 +86,9 @@ struct TrainResult {
   double throughputImgS = 0;  // training images per second, evaluation excluded
   int64_t epochs = 0;
   int64_t steps = 0;
+  // train.stop_after_epoch ended this invocation before the epoch budget
+  // (and the target did not end the run): `--resume auto` continues it.
+  bool paused = false;
   int64_t globalBatchSize = 0;
   int worldSize = 1;
   double firstLoss = 0;  // mean training loss of the first epoch
