@@ -17,11 +17,13 @@ AshaScheduler::AshaScheduler(AshaOptions options) : options_(options) {
                    options_.eta);
   BIGBATCH_REQUIRE(options_.maxTrials >= 1, InvalidArgument,
                    "the trial budget must be at least 1 (got {})", options_.maxTrials);
-  // r_k = r_0·η^k below the top; the top rung is maxEpochs itself. A rung
-  // within 1 % of the top is the top (no near-duplicate last rung).
-  for (double r = options_.minEpochs; r < options_.maxEpochs * 0.99; r *= options_.eta) {
-    epochs_.push_back(r);
-  }
+  // r_k = r_0·η^k for k < K = floor(log_η(R / r_0)), then R = maxEpochs:
+  // as in Hyperband, each rung at least η times the one below, so the top is
+  // never a near-duplicate of the rung under it (2, 6, 20 — not 2, 6, 18, 20).
+  const int K = static_cast<int>(std::floor(
+      std::log(options_.maxEpochs / options_.minEpochs) / std::log(options_.eta) + 1e-9));
+  double r = options_.minEpochs;
+  for (int k = 0; k < K; ++k, r *= options_.eta) epochs_.push_back(r);
   epochs_.push_back(options_.maxEpochs);
   done_.resize(epochs_.size());
 }

@@ -59,7 +59,8 @@ SearchParameter parseSearchParameter(const std::string& text) {
   const std::string spec = text.substr(eq + 1);
   if (spec.find(':') == std::string::npos) {
     p.kind = SearchParameter::kChoice;
-    p.choices = split(spec, ',');
+    // '|' separates choices that hold commas themselves (lists).
+    p.choices = split(spec, spec.find('|') != std::string::npos ? '|' : ',');
     std::set<std::string> seen;
     for (const auto& c : p.choices) {
       BIGBATCH_REQUIRE(!c.empty(), InvalidArgument, "tune parameter '{}': an empty choice", text);

@@ -92,12 +92,19 @@ TEST(Asha, AFailedTrialTakesNoPlaceAndTwoWorkersNeverIdle) {
 }
 
 TEST(Asha, RungEpochsGrowByEtaAndTheTopIsTheBudget) {
-  AshaScheduler a({1, 20, 3, 10, true});
+  AshaScheduler a({1, 27, 3, 10, true});
   ASSERT_EQ(a.rungs(), 4);
   EXPECT_DOUBLE_EQ(a.epochsAt(0), 1);
   EXPECT_DOUBLE_EQ(a.epochsAt(1), 3);
   EXPECT_DOUBLE_EQ(a.epochsAt(2), 9);
-  EXPECT_DOUBLE_EQ(a.epochsAt(3), 20);
+  EXPECT_DOUBLE_EQ(a.epochsAt(3), 27);
+  // A budget between powers: the rungs below stay r_0·η^k and each is at
+  // least η below the next — 2, 6, 20, never 2, 6, 18, 20 (a top rung that
+  // would re-run nearly what the one below it did).
+  AshaScheduler d({2, 20, 3, 10, true});
+  ASSERT_EQ(d.rungs(), 3);
+  EXPECT_DOUBLE_EQ(d.epochsAt(1), 6);
+  EXPECT_DOUBLE_EQ(d.epochsAt(2), 20);
   AshaScheduler b({2, 2, 3, 4, true});  // one rung: plain random search
   EXPECT_EQ(b.rungs(), 1);
   AshaScheduler c({0.5, 8, 4, 4, true});

@@ -31,6 +31,9 @@ TEST(SearchSpace, ParsesRangesScalesAndLists) {
   EXPECT_EQ(c.choices, (std::vector<std::string>{"cosine", "poly", "linear"}));
   EXPECT_EQ(parseSearchParameter("schedule.warmup_epochs=1,2,3").choices.size(), 3u);
   EXPECT_EQ(parseSearchParameter("optim.weight_decay=1e-5:1e-3:log").lo, 1e-5);
+  // Lists as choices: '|' separates them, the commas stay inside.
+  EXPECT_EQ(parseSearchParameter("model.widths=[16,32,64]|[24,48,96]").choices,
+            (std::vector<std::string>{"[16,32,64]", "[24,48,96]"}));
 }
 
 TEST(SearchSpace, RefusesWhatItCannotDrawNamingTheParameter) {

@@ -2,13 +2,13 @@
 // Parallel Hyperparameter Tuning", MLSys 2020), the scheduler of
 // `bigbatch tune`: which trial to run next, and for how long.
 //
-// Rungs k = 0..K train a trial to r_k = minEpochs·η^k epochs (the last rung
-// capped at maxEpochs). Whenever a worker is free, next() looks from the
-// highest rung below the top down for a trial that finished rung k, is among
-// the best floor(n_k / η) of the n_k trials that finished rung k so far, and
-// was not promoted yet — and promotes it to rung k+1; if none, it starts a
-// new trial at rung 0 while the trial budget lasts. Promotions never wait
-// for a rung to fill (the "asynchronous"), so a worker is never idle while
+// Rungs k = 0..K train a trial to r_k = minEpochs·η^k epochs, k < K =
+// floor(log_η(maxEpochs / minEpochs)), and the top rung to maxEpochs (as in
+// Hyperband: every rung at least η times the one below). Whenever a worker is free, next() looks
+// from the highest rung below the top down for a trial that finished rung k, is among the best
+// floor(n_k / η) of the n_k trials that finished rung k so far, and was not promoted yet — and
+// promotes it to rung k+1; if none, it starts a new trial at rung 0 while the trial budget lasts.
+// Promotions never wait for a rung to fill (the "asynchronous"), so a worker is never idle while
 // work exists; a trial outside the top 1/η is simply never continued (stopped
 // early). With one worker and reports in order this is exactly successive
 // halving's schedule with the decisions made as early as the data allows.

@@ -7,6 +7,7 @@
 //   key=lo:hi:log    log-uniform in [lo, hi] (lo > 0) — learning rates, decays
 //   key=lo:hi:int    a whole number, uniform over lo..hi
 //   key=a,b,c        one of the listed values (any text: numbers, words)
+//   key=a|b|c        the same, for values that hold commas: [16,32,64]|[32,64,128]
 // A trial's values are `--set key=value` assignments; trial t of a search
 // with seed s draws from its own generator seeded by (s, t), so a resumed
 // search redraws exactly the values a trial had, whatever ran before it.
