@@ -3,6 +3,10 @@
 //   bigbatch train CONFIG.toml [--set key=value]... [--run-dir DIR] [--overwrite] [--workers N]
 //                  [--init-from FILE.pt] [--resume auto|PATH] [--timeline FILE.json]
 //                  [--timeline-steps A-B]
+//   bigbatch tune CONFIG.toml [--param key=spec]... [--set key=value]... [--dir DIR]
+//                 [--trials N] [--min-epochs E] [--max-epochs E] [--eta N] [--budget-epochs B]
+//                 [--include-recipe]
+//                 [--objective accuracy|time] [--seed S] [--parallel P] [--seeds N] [--resume]
 //   bigbatch keys [--markdown]
 //   bigbatch export RUN_DIR|WEIGHTS.pt|CHECKPOINT OUT.pt
 //   bigbatch plot RUN_DIR|SCALING.csv... [-o DIR]
@@ -18,6 +22,7 @@
 // Every error a user can cause ends with a one-line message naming the problem
 // and the fix, and exit status 1 (2 for a malformed command line).
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
@@ -38,6 +43,7 @@
 #include "plan_command.h"
 #include "plot.h"
 #include "process_env.h"
+#include "tune_command.h"
 
 namespace {
 
@@ -174,11 +180,22 @@ int runExport(const std::string& exportSource, const std::string& exportTarget) 
   return 0;
 }
 
-// `bigbatch plot`: run directories share each chart; a scaling CSV gets its own.
+// `bigbatch plot`: run directories share each chart (a tune directory, one
+// with results.csv, stands for its trials' runs); a scaling CSV gets its own.
 int runPlot(const std::vector<std::string>& sources, const std::string& out) {
+  namespace fs = std::filesystem;
   std::vector<std::string> runDirs;
   for (const auto& arg : sources) {
-    if (std::filesystem::is_directory(arg)) {
+    if (fs::is_directory(arg) && fs::exists(fs::path(arg) / "results.csv")) {
+      std::vector<std::string> trials;
+      for (const auto& e : fs::directory_iterator(arg)) {
+        if (fs::exists(e.path() / "metrics.csv")) trials.push_back(e.path().string());
+      }
+      BIGBATCH_REQUIRE(!trials.empty(), bigbatch::IoError,
+                       "tune directory '{}' holds no trial run with a metrics.csv yet", arg);
+      std::sort(trials.begin(), trials.end());
+      runDirs.insert(runDirs.end(), trials.begin(), trials.end());
+    } else if (fs::is_directory(arg)) {
       runDirs.push_back(arg);
     } else {
       std::printf("wrote %s\n", bigbatch::plotScaling(arg, out).c_str());
@@ -335,6 +352,9 @@ int main(int argc, char** argv) {
   TrainArgs trainArgs;
   auto* train = addTrainCommand(app, trainArgs);
 
+  bigbatch::TuneArgs tuneArgs;
+  auto* tuneCmd = bigbatch::addTuneCommand(app, tuneArgs);
+
   auto* keys = app.add_subcommand("keys", "list every config key with its type, default and range");
   bool markdown = false;
   keys->add_flag("--markdown", markdown, "print a Markdown table (default: plain text)");
@@ -356,8 +376,9 @@ int main(int argc, char** argv) {
   std::string plotOut = "plots";
   plotCmd
       ->add_option("runs", plotRunsArg,
-                   "run directories (several runs share each chart), and/or a scaling "
-                   "benchmark's CSV (bench/scaling.sh) for scaling.png")
+                   "run directories (several runs share each chart; a `bigbatch tune` directory "
+                   "stands for all its trials), and/or a scaling benchmark's CSV "
+                   "(bench/scaling.sh) for scaling.png")
       ->required()
       ->check(CLI::ExistingPath);
   plotCmd->add_option("-o,--out", plotOut, "directory for the PNG files")->capture_default_str();
@@ -384,6 +405,7 @@ int main(int argc, char** argv) {
     if (*train) {
       return runTrain(trainArgs, argc, argv);
     }
+    if (*tuneCmd) return bigbatch::runTune(tuneArgs);
     if (*plotCmd) return runPlot(plotRunsArg, plotOut);
     if (*planCmd) return bigbatch::runPlan(planArgs);
     if (*exportFolderCmd) return bigbatch::runExportFolder(exportFolderArgs);

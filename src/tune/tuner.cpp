@@ -124,8 +124,12 @@ TrialJob Tuner::makeJob(const AshaScheduler::Job& job) const {
   // The top rung runs the recipe's whole budget; the others pause at r_k.
   t.stopAfterEpoch =
       job.rung == asha_.rungs() - 1 ? 0 : std::max<int64_t>(1, std::llround(job.epochs));
-  t.sets = space_.draw(job.trial);
+  t.sets = valuesOf(job.trial);
   return t;
+}
+
+std::vector<std::string> Tuner::valuesOf(int trial) const {
+  return trial == 0 && !options_.firstValues.empty() ? options_.firstValues : space_.draw(trial);
 }
 
 // The epochs `job` adds to its trial's run, at most.
@@ -220,7 +224,7 @@ void Tuner::settle(int slot, const TrialOutcome& o) {
   const AshaScheduler::Job job = slots_[slot]->job;
   committed_ -= slots_[slot]->cost;
   slots_[slot].reset();
-  const std::vector<std::string> values = space_.draw(job.trial);
+  const std::vector<std::string> values = valuesOf(job.trial);
   const double metric = o.ok ? tuneMetric(options_.objective, o) : 0.0;
   if (replayed_ < journal_.size()) {
     const auto& row = journal_[replayed_];
@@ -299,7 +303,7 @@ TuneResult Tuner::run() {
                    "{}/logs/",
                    options_.dir, options_.dir);
   result_.bestTrial = *best;
-  result_.bestValues = space_.draw(*best);
+  result_.bestValues = valuesOf(*best);
   result_.seeds.push_back(*last_[*best]);
   result_.seedValues.push_back(options_.seed);
   runSeeds(result_);

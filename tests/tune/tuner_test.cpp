@@ -300,6 +300,20 @@ TEST(Tuner, AFailedJobTakesNoRungAndIsJournaled) {
   fs::remove_all(o.dir);
 }
 
+TEST(Tuner, TrialZeroCanBeTheRecipesOwnValues) {
+  TuneOptions o = options("tuner_recipe");
+  o.firstValues = {"optim.lr=50", "schedule.warmup_epochs=2"};
+  FakeRunner runner;
+  Tuner(o, space(), runner).run();
+  for (const TrialJob& j : runner.started) {
+    if (j.trial == 0 && j.rung >= 0) EXPECT_EQ(j.sets, o.firstValues);
+    if (j.trial != 0) EXPECT_EQ(j.sets.front(), space().draw(j.trial).front());
+  }
+  EXPECT_NE(readFile(o.dir + "/results.csv").find("\"optim.lr=50 schedule.warmup_epochs=2\""),
+            std::string::npos);
+  fs::remove_all(o.dir);
+}
+
 TEST(Tuner, RefusesToOverwriteOrResumeAnotherSearch) {
   const TuneOptions o = options("tuner_other");
   FakeRunner runner;

@@ -55,6 +55,9 @@ struct TuneOptions {
   // scheduler's next job does not fit — ASHA promotes whenever a rung
   // allows, so --trials alone does not bound the epochs.
   int64_t budgetEpochs = 0;
+  // Trial 0's values instead of a draw (key=value for every parameter):
+  // the recipe's own, so the search competes with the recipe it refines.
+  std::vector<std::string> firstValues;
   bool resume = false;  // continue the journal in `dir`
 };
 
@@ -123,6 +126,7 @@ class Tuner {
   void settle(int slot, const TrialOutcome& outcome);
   TrialJob makeJob(const AshaScheduler::Job& job) const;
   int64_t newEpochs(const AshaScheduler::Job& job) const;
+  std::vector<std::string> valuesOf(int trial) const;
   void runSeeds(TuneResult& result);
 
   TuneOptions options_;
