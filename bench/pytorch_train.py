@@ -1,0 +1,162 @@
+#!/usr/bin/python3
+"""PyTorch DDP (gloo) training the standard Fashion-MNIST recipe to a target
+test accuracy: the reference `bench/time_to_accuracy.sh` holds bigbatch's
+tuned recipe against (issue: time to 92 % at half of PyTorch's).
+
+  /usr/bin/python3 bench/pytorch_train.py --seed 1 [--ranks 2] [--target 0.92]
+
+The standard recipe is bigbatch's default recipe written the way a PyTorch
+user writes it: the same 5-conv BN CNN ([16, 32, 64] x [2, 2, 1],
+channels-last), global batch 128 (64 per rank), SGD + Nesterov 0.9, lr 0.1,
+weight decay 5e-4 on conv/linear weights (not BN or bias), linear warmup
+over 0.5 epoch then cosine to 0 over a 10-epoch budget (per step), label
+smoothing 0.1, random horizontal flips, evaluation on the 10,000 test images
+after every epoch (each rank half, the hits summed), 1 thread per rank. The
+data is decoded once into memory (as bigbatch does); each epoch every rank
+takes its half of one shared permutation.
+
+Timing: `time_to_target_s` runs from the barrier before the first step to
+the end of the evaluation that first reaches the target (bigbatch's
+time_to_target_s: run_start to that evaluation), stopping there. Prints one
+JSON line per evaluation and a last one with the result.
+"""
+import argparse
+import gzip
+import json
+import math
+import os
+import time
+
+import numpy as np
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+import torch.nn.functional as F
+
+ROOT = "/usr/share/datasets/fashion-mnist"
+MEAN, STD = np.float32(0.2860), np.float32(0.3530)
+
+
+class Cnn(nn.Module):
+    def __init__(self, widths=(16, 32, 64), blocks=(2, 2, 1)):
+        super().__init__()
+        layers, cin = [], 1
+        for s, (w, b) in enumerate(zip(widths, blocks)):
+            for i in range(b):
+                layers += [nn.Conv2d(cin, w, 3, padding=1, bias=False), nn.BatchNorm2d(w), nn.ReLU()]
+                cin = w
+                if i == b - 1 and s + 1 < len(widths):
+                    layers.append(nn.MaxPool2d(2))
+        self.body = nn.Sequential(*layers)
+        self.fc = nn.Linear(cin, 10)
+
+    def forward(self, x):
+        return self.fc(F.adaptive_avg_pool2d(self.body(x), 1).flatten(1))
+
+
+def load(split):
+    with gzip.open(f"{ROOT}/{split}-images-idx3-ubyte.gz") as f:
+        images = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, 1, 28, 28)
+    with gzip.open(f"{ROOT}/{split}-labels-idx1-ubyte.gz") as f:
+        labels = np.frombuffer(f.read(), np.uint8, offset=8)
+    x = torch.from_numpy(images.astype(np.float32) * (np.float32(1) / (np.float32(255) * STD))
+                         - MEAN / STD)
+    return x.contiguous(memory_format=torch.channels_last), torch.from_numpy(labels.astype(np.int64))
+
+
+def lr_at(step, steps_per_epoch, args):
+    warmup = args.warmup_epochs * steps_per_epoch
+    total = args.epochs * steps_per_epoch
+    if step < warmup:
+        return args.lr * step / warmup
+    return 0.5 * args.lr * (1 + math.cos(math.pi * (step - warmup) / max(1.0, total - warmup)))
+
+
+def evaluate(model, x, y, rank, ranks):
+    model.eval()
+    share = (len(y) + ranks - 1) // ranks
+    lo, hi = rank * share, min(len(y), (rank + 1) * share)
+    hits = 0
+    with torch.no_grad():
+        for i in range(lo, hi, 1000):
+            j = min(hi, i + 1000)
+            hits += (model(x[i:j]).argmax(1) == y[i:j]).sum().item()
+    total = torch.tensor([hits], dtype=torch.int64)
+    dist.all_reduce(total)
+    model.train()
+    return total.item() / len(y)
+
+
+def worker(rank, args, port):
+    torch.set_num_threads(1)
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
+    if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= args.ranks:
+        os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[rank]})
+    dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
+    train_x, train_y = load("train")
+    test_x, test_y = load("t10k")
+    torch.manual_seed(args.seed)  # identical initial weights on every rank
+    model = Cnn().to(memory_format=torch.channels_last)
+    ddp = nn.parallel.DistributedDataParallel(model)
+    decay = [p for p in model.parameters() if p.dim() > 1]
+    no_decay = [p for p in model.parameters() if p.dim() <= 1]
+    opt = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4},
+                           {"params": no_decay, "weight_decay": 0.0}],
+                          lr=args.lr, momentum=0.9, nesterov=True)
+    global_batch = args.batch * args.ranks
+    steps_per_epoch = len(train_y) // global_batch
+    order_gen = torch.Generator().manual_seed(args.seed)
+    flip_gen = torch.Generator().manual_seed(args.seed * 1000 + rank)
+    step, reached, result = 0, None, None
+    dist.barrier()
+    t0 = time.perf_counter()
+    for epoch in range(1, args.epochs + 1):
+        order = torch.randperm(len(train_y), generator=order_gen)
+        for s in range(steps_per_epoch):
+            idx = order[s * global_batch + rank * args.batch: s * global_batch + (rank + 1) * args.batch]
+            x, y = train_x[idx], train_y[idx]
+            flip = torch.rand(len(idx), generator=flip_gen) < 0.5
+            x = torch.where(flip.view(-1, 1, 1, 1), x.flip(3), x).contiguous(
+                memory_format=torch.channels_last)
+            for g in opt.param_groups:
+                g["lr"] = lr_at(step, steps_per_epoch, args)
+            opt.zero_grad(set_to_none=True)
+            F.cross_entropy(ddp(x), y, label_smoothing=0.1).backward()
+            opt.step()
+            step += 1
+        acc = evaluate(model, test_x, test_y, rank, args.ranks)
+        seconds = time.perf_counter() - t0
+        if rank == 0:
+            print(json.dumps({"epoch": epoch, "accuracy": acc, "seconds": round(seconds, 2)}),
+                  flush=True)
+        if acc >= args.target:
+            reached = seconds
+            break
+    train_time = time.perf_counter() - t0
+    if rank == 0:
+        result = {"system": "pytorch_ddp_gloo", "seed": args.seed, "ranks": args.ranks,
+                  "batch_per_rank": args.batch, "target": args.target,
+                  "reached_target": reached is not None, "time_to_target_s": reached,
+                  "epochs": epoch, "final_accuracy": acc, "train_time_s": train_time,
+                  "img_s": step * global_batch / train_time}
+        print(json.dumps(result), flush=True)
+    dist.destroy_process_group()
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--seed", type=int, default=1)
+    p.add_argument("--ranks", type=int, default=2)
+    p.add_argument("--batch", type=int, default=64, help="images per rank")
+    p.add_argument("--epochs", type=int, default=10, help="the cosine schedule's budget")
+    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--warmup-epochs", type=float, default=0.5)
+    p.add_argument("--target", type=float, default=0.92)
+    args = p.parse_args()
+    port = 29500 + os.getpid() % 1000
+    mp.spawn(worker, args=(args, port), nprocs=args.ranks, join=True)
+
+
+if __name__ == "__main__":
+    main()
