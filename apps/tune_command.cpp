@@ -110,7 +110,18 @@ double largestSearchedEpochs(const std::vector<SearchParameter>& params) {
     if (p.key != "train.epochs") continue;
     if (p.kind != SearchParameter::kChoice) return p.hi;
     double most = 0;
-    for (const auto& c : p.choices) most = std::max(most, std::stod(c));
+    for (const auto& c : p.choices) {
+      size_t used = 0;
+      double v = 0;
+      try {
+        v = std::stod(c, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      BIGBATCH_REQUIRE(used == c.size() && v >= 1, InvalidArgument,
+                       "tune parameter 'train.epochs': '{}' is not a whole number of epochs", c);
+      most = std::max(most, v);
+    }
     return most;
   }
   return 0;
@@ -120,6 +131,15 @@ double largestSearchedEpochs(const std::vector<SearchParameter>& params) {
 // recipe: a bad key or value fails now, naming it, not in trial 7.
 void checkSpace(const Config& recipe, const std::vector<SearchParameter>& params) {
   for (const auto& p : params) {
+    for (const auto& f : recipe.schema()) {
+      BIGBATCH_REQUIRE(f.key != p.key || f.type != ConfigType::kInt ||
+                           p.kind == SearchParameter::kChoice ||
+                           p.kind == SearchParameter::kInteger,
+                       InvalidArgument,
+                       "tune parameter '{}' is a whole number: give its range as lo:hi:int (or a "
+                       "list), not a real range",
+                       p.key);
+    }
     std::vector<std::string> values = p.choices;
     if (p.kind != SearchParameter::kChoice) {
       values = {fmt::format("{}", p.kind == SearchParameter::kInteger ? std::round(p.lo) : p.lo),
@@ -216,6 +236,108 @@ std::string selfPath() {
   return p.string();
 }
 
+// The seeds' lines of best.toml's header and of the summary printed.
+std::string seedLines(const TuneResult& r) {
+  std::string lines;
+  for (size_t i = 0; i < r.seeds.size(); ++i) {
+    const TrialOutcome& o = r.seeds[i];
+    lines += fmt::format(
+        "#   run.seed {}: {}\n", r.seedValues[i],
+        !o.ok ? "failed: " + o.error
+              : fmt::format("accuracy {:.2f} % after {} epochs{}", 100 * o.accuracy, o.epochs,
+                            o.reachedTarget ? fmt::format(", target at {:.1f} s", o.timeToTargetS)
+                                            : ", target not reached"));
+  }
+  return lines;
+}
+
+double mean(const std::vector<double>& v) {
+  double sum = 0;
+  for (double x : v) sum += x;
+  return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
+}
+
+// best.toml: the recipe with the best values (and the overrides) in place,
+// read back to prove it is the recipe it claims to be.
+void writeBestRecipe(const fs::path& dir, const std::string& origin, const std::string& recipeText,
+                     const Config& recipe, const std::vector<std::string>& sets,
+                     const TuneSettings& s, const TuneResult& r) {
+  std::vector<std::string> assignments = sets;
+  assignments.insert(assignments.end(), r.bestValues.begin(), r.bestValues.end());
+  Config best = recipe;
+  for (const auto& v : r.bestValues) best.set(v);
+  const std::string text =
+      fmt::format(
+          "# Written by `bigbatch tune` from {} (trial {:03d} of {}; objective {}; {} "
+          "epochs searched, {} more for the seeds). Tuned keys are marked `# bigbatch "
+          "tune`.\n{}",
+          origin, r.bestTrial, s.trials, s.objective, r.searchEpochs, r.seedEpochs, seedLines(r)) +
+      applyToRecipe(recipeText, assignments, best);
+  Config check = defaultTrainingConfig();
+  check.mergeToml(text, (dir / "best.toml").string());
+  for (const auto& v : assignments) {
+    const std::string key = v.substr(0, v.find('='));
+    BIGBATCH_REQUIRE(check.valueText(key) == best.valueText(key), Error,
+                     "tune: best.toml gives {} = {}, not the tuned {}; the recipe's layout "
+                     "defeated the rewrite — apply the values from best.json by hand",
+                     key, check.valueText(key), best.valueText(key));
+  }
+  writeText(dir / "best.toml", text);
+}
+
+// best.json, best.toml and the summary on the terminal.
+void writeOutcome(const fs::path& dir, const std::string& origin, const std::string& recipeText,
+                  const Config& recipe, const std::vector<std::string>& sets, const TuneSettings& s,
+                  const TuneResult& r) {
+  writeBestRecipe(dir, origin, recipeText, recipe, sets, s, r);
+  std::vector<double> accuracy, times;
+  for (const TrialOutcome& o : r.seeds) {
+    if (o.ok) accuracy.push_back(o.accuracy);
+    if (o.ok && o.reachedTarget) times.push_back(o.timeToTargetS);
+  }
+  nlohmann::ordered_json j;
+  j["best_trial"] = r.bestTrial;
+  j["values"] = r.bestValues;
+  j["objective"] = s.objective;
+  j["runs"] = nlohmann::ordered_json::array();
+  for (size_t i = 0; i < r.seeds.size(); ++i) {
+    const TrialOutcome& o = r.seeds[i];
+    j["runs"].push_back(
+        {{"seed", r.seedValues[i]},
+         {"ok", o.ok},
+         {"accuracy", o.accuracy},
+         {"reached_target", o.reachedTarget},
+         {"time_to_target_s",
+          o.reachedTarget ? nlohmann::ordered_json(o.timeToTargetS) : nlohmann::ordered_json()},
+         {"epochs", o.epochs}});
+  }
+  j["mean_accuracy"] = mean(accuracy);
+  j["min_accuracy"] = accuracy.empty() ? 0.0 : *std::min_element(accuracy.begin(), accuracy.end());
+  j["max_accuracy"] = accuracy.empty() ? 0.0 : *std::max_element(accuracy.begin(), accuracy.end());
+  j["mean_time_to_target_s"] = times.size() == r.seeds.size() ? nlohmann::ordered_json(mean(times))
+                                                              : nlohmann::ordered_json();
+  j["search_epochs"] = r.searchEpochs;
+  j["seed_epochs"] = r.seedEpochs;
+  j["jobs"] = r.jobs;
+  j["failed_jobs"] = r.failed;
+  writeText(dir / "best.json", j.dump(2) + "\n");
+
+  std::string values;
+  for (const auto& v : r.bestValues) values += " " + v;
+  fmt::print("tune: best trial {:03d}:{}\n", r.bestTrial, values);
+  fmt::print("{}", seedLines(r));
+  fmt::print(
+      "tune: mean accuracy {:.2f} % over {} seed(s) (spread {:.2f}..{:.2f} %){}; {} epochs "
+      "searched in {} job(s) ({} failed), {} for the seeds\n",
+      100 * mean(accuracy), accuracy.size(), 100 * j["min_accuracy"].get<double>(),
+      100 * j["max_accuracy"].get<double>(),
+      times.size() == r.seeds.size() && !times.empty()
+          ? fmt::format(", mean time to target {:.1f} s", mean(times))
+          : "",
+      r.searchEpochs, r.jobs, r.failed, r.seedEpochs);
+  fmt::print("wrote {} and {}\n", (dir / "best.toml").string(), (dir / "best.json").string());
+}
+
 }  // namespace
 
 CLI::App* addTuneCommand(CLI::App& app, TuneArgs& a) {
@@ -282,6 +404,11 @@ int runTune(const TuneArgs& a) {
   if (a.seed >= 0) s.seed = a.seed;
   if (a.budgetEpochs > 0) s.budgetEpochs = a.budgetEpochs;
   if (a.includeRecipe) s.includeRecipe = true;
+  for (const double e : {s.minEpochs, s.maxEpochs}) {
+    BIGBATCH_REQUIRE(e >= 0 && e == std::floor(e), InvalidArgument,
+                     "tune: rung epochs are whole epochs (a run stops at an epoch's end); got {}",
+                     e);
+  }
   BIGBATCH_REQUIRE(s.objective == "accuracy" || s.objective == "time", InvalidArgument,
                    "tune: objective '{}' is neither accuracy nor time", s.objective);
 
@@ -379,91 +506,8 @@ int runTune(const TuneArgs& a) {
         s.trials, list, s.eta, s.objective, s.parallel, dir.string());
     std::fflush(stdout);
   }
-  const TuneResult r = tuner.run();
 
-  // best.toml: the recipe with the best values (and the overrides) in place.
-  std::vector<std::string> assignments = sets;
-  assignments.insert(assignments.end(), r.bestValues.begin(), r.bestValues.end());
-  Config best = recipe;
-  for (const auto& v : r.bestValues) best.set(v);
-  std::string text = applyToRecipe(recipeText, assignments, best);
-  std::vector<double> accuracy, times;
-  std::string seedLines;
-  for (size_t i = 0; i < r.seeds.size(); ++i) {
-    const TrialOutcome& o = r.seeds[i];
-    if (o.ok) accuracy.push_back(o.accuracy);
-    if (o.ok && o.reachedTarget) times.push_back(o.timeToTargetS);
-    seedLines += fmt::format(
-        "#   run.seed {}: {}\n", r.seedValues[i],
-        !o.ok ? "failed: " + o.error
-              : fmt::format("accuracy {:.2f} % after {} epochs{}", 100 * o.accuracy, o.epochs,
-                            o.reachedTarget ? fmt::format(", target at {:.1f} s", o.timeToTargetS)
-                                            : ", target not reached"));
-  }
-  const auto mean = [](const std::vector<double>& v) {
-    double sum = 0;
-    for (double x : v) sum += x;
-    return v.empty() ? 0.0 : sum / static_cast<double>(v.size());
-  };
-  text =
-      fmt::format(
-          "# Written by `bigbatch tune` from {} (trial {:03d} of {}; objective {}; {} epochs "
-          "searched, {} more for the seeds). Tuned keys are marked `# bigbatch tune`.\n{}",
-          a.config, r.bestTrial, s.trials, s.objective, r.searchEpochs, r.seedEpochs, seedLines) +
-      text;
-  // The file must read back as the recipe it claims to be.
-  Config check = defaultTrainingConfig();
-  check.mergeToml(text, (dir / "best.toml").string());
-  for (const auto& v : assignments) {
-    const std::string key = v.substr(0, v.find('='));
-    BIGBATCH_REQUIRE(check.valueText(key) == best.valueText(key), Error,
-                     "tune: best.toml gives {} = {}, not the tuned {}; the recipe's layout "
-                     "defeated the rewrite — apply the values from best.json by hand",
-                     key, check.valueText(key), best.valueText(key));
-  }
-  writeText(dir / "best.toml", text);
-
-  nlohmann::ordered_json j;
-  j["best_trial"] = r.bestTrial;
-  j["values"] = r.bestValues;
-  j["objective"] = s.objective;
-  j["runs"] = nlohmann::ordered_json::array();
-  for (size_t i = 0; i < r.seeds.size(); ++i) {
-    const TrialOutcome& o = r.seeds[i];
-    j["runs"].push_back(
-        {{"seed", r.seedValues[i]},
-         {"ok", o.ok},
-         {"accuracy", o.accuracy},
-         {"reached_target", o.reachedTarget},
-         {"time_to_target_s",
-          o.reachedTarget ? nlohmann::ordered_json(o.timeToTargetS) : nlohmann::ordered_json()},
-         {"epochs", o.epochs}});
-  }
-  j["mean_accuracy"] = mean(accuracy);
-  j["min_accuracy"] = accuracy.empty() ? 0.0 : *std::min_element(accuracy.begin(), accuracy.end());
-  j["max_accuracy"] = accuracy.empty() ? 0.0 : *std::max_element(accuracy.begin(), accuracy.end());
-  j["mean_time_to_target_s"] = times.size() == r.seeds.size() ? nlohmann::ordered_json(mean(times))
-                                                              : nlohmann::ordered_json();
-  j["search_epochs"] = r.searchEpochs;
-  j["seed_epochs"] = r.seedEpochs;
-  j["jobs"] = r.jobs;
-  j["failed_jobs"] = r.failed;
-  writeText(dir / "best.json", j.dump(2) + "\n");
-
-  std::string values;
-  for (const auto& v : r.bestValues) values += " " + v;
-  fmt::print("tune: best trial {:03d}:{}\n", r.bestTrial, values);
-  fmt::print("{}", seedLines);
-  fmt::print(
-      "tune: mean accuracy {:.2f} % over {} seed(s) (spread {:.2f}..{:.2f} %){}; {} epochs "
-      "searched in {} job(s) ({} failed), {} for the seeds\n",
-      100 * mean(accuracy), accuracy.size(), 100 * j["min_accuracy"].get<double>(),
-      100 * j["max_accuracy"].get<double>(),
-      times.size() == r.seeds.size() && !times.empty()
-          ? fmt::format(", mean time to target {:.1f} s", mean(times))
-          : "",
-      r.searchEpochs, r.jobs, r.failed, r.seedEpochs);
-  fmt::print("wrote {} and {}\n", (dir / "best.toml").string(), (dir / "best.json").string());
+  writeOutcome(dir, a.config, recipeText, recipe, sets, s, tuner.run());
   return 0;
 }
 

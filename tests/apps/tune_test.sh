@@ -9,8 +9,8 @@
 #     started: the settled rows + the seed re-run + the one in flight);
 #  3. best.toml is a ready recipe (`bigbatch train` runs it), best.json
 #     parses, `bigbatch plot` draws the trials;
-#  4. bad input: an unknown key in --param, and --resume with other
-#     settings, exit 1 naming the problem.
+#  4. bad input: an unknown key in --param, a real range on a whole-number
+#     key, and --resume with other settings exit 1 naming the problem.
 #   tune_test.sh BIGBATCH_BINARY CONFIG
 set -u
 bin=$1; config=$2
@@ -73,6 +73,8 @@ assert all(v.split('=')[0] in ('optim.lr', 'schedule.warmup_epochs') for v in b[
 
 "$bin" tune "$config" --param optim.nope=1:2 --dir "$dir/bad" >"$dir/log" 2>&1
 [ $? -eq 1 ] && grep -q "optim.nope" "$dir/log" || fail "an unknown --param key is not named"
+"$bin" tune "$config" --param train.batch_size=32:128 --dir "$dir/bad" >"$dir/log" 2>&1
+[ $? -eq 1 ] && grep -q "lo:hi:int" "$dir/log" || fail "a real range on a whole-number key is not refused"
 "$bin" tune "${common[@]}" --trials 5 --resume >"$dir/log" 2>&1
 [ $? -eq 1 ] && grep -q "trials" "$dir/log" || fail "--resume with other settings is not refused"
 rm -rf "$dir"
