@@ -340,6 +340,35 @@ void writeOutcome(const fs::path& dir, const std::string& origin, const std::str
 
 }  // namespace
 
+// The tune directory: on a fresh start it must hold no tune and gets the
+// recipe and settings; on --resume they must equal what it was started with.
+static void prepareTuneDir(const fs::path& dir, const TuneArgs& a, const std::string& recipeText,
+                           const nlohmann::ordered_json& settings) {
+  fs::create_directories(dir);
+  if (a.resume && fs::exists(dir / "tune.json")) {
+    nlohmann::ordered_json before;
+    std::ifstream(dir / "tune.json") >> before;
+    for (const auto& [key, value] : settings.items()) {
+      BIGBATCH_REQUIRE(before.contains(key) && before[key] == value, InvalidArgument,
+                       "tune --resume: {} was started with {} = {}, now {}; resume with the same "
+                       "settings, or start a new --dir",
+                       dir.string(), key, before.contains(key) ? before[key].dump() : "(none)",
+                       value.dump());
+    }
+    BIGBATCH_REQUIRE(readText((dir / "recipe.toml").string()) == recipeText, InvalidArgument,
+                     "tune --resume: {} differs from the recipe this tune started from ({}); "
+                     "resume with that recipe, or start a new --dir",
+                     a.config, (dir / "recipe.toml").string());
+  } else {
+    BIGBATCH_REQUIRE(!fs::exists(dir / "results.csv"), InvalidArgument,
+                     "'{}' already holds a tune (results.csv); continue it with --resume, or "
+                     "give another --dir",
+                     dir.string());
+    writeText(dir / "recipe.toml", recipeText);
+    writeText(dir / "tune.json", settings.dump(2) + "\n");
+  }
+}
+
 CLI::App* addTuneCommand(CLI::App& app, TuneArgs& a) {
   auto* tune = app.add_subcommand(
       "tune",
@@ -443,30 +472,7 @@ int runTune(const TuneArgs& a) {
 
   const fs::path dir =
       a.dir.empty() ? fs::path("tune") / fs::path(a.config).stem() : fs::path(a.dir);
-  fs::create_directories(dir);
-  const nlohmann::ordered_json settings = settingsJson(s, sets);
-  if (a.resume && fs::exists(dir / "tune.json")) {
-    nlohmann::ordered_json before;
-    std::ifstream(dir / "tune.json") >> before;
-    for (const auto& [key, value] : settings.items()) {
-      BIGBATCH_REQUIRE(before.contains(key) && before[key] == value, InvalidArgument,
-                       "tune --resume: {} was started with {} = {}, now {}; resume with the same "
-                       "settings, or start a new --dir",
-                       dir.string(), key, before.contains(key) ? before[key].dump() : "(none)",
-                       value.dump());
-    }
-    BIGBATCH_REQUIRE(readText((dir / "recipe.toml").string()) == recipeText, InvalidArgument,
-                     "tune --resume: {} differs from the recipe this tune started from ({}); "
-                     "resume with that recipe, or start a new --dir",
-                     a.config, (dir / "recipe.toml").string());
-  } else {
-    BIGBATCH_REQUIRE(!fs::exists(dir / "results.csv"), InvalidArgument,
-                     "'{}' already holds a tune (results.csv); continue it with --resume, or "
-                     "give another --dir",
-                     dir.string());
-    writeText(dir / "recipe.toml", recipeText);
-    writeText(dir / "tune.json", settings.dump(2) + "\n");
-  }
+  prepareTuneDir(dir, a, recipeText, settingsJson(s, sets));
 
   TuneOptions options;
   options.dir = dir.string();
