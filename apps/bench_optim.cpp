@@ -66,14 +66,21 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Bytes read + written per second by a copy of `values` floats.
-double memcpyBandwidth(int64_t values, int iterations) {
-  torch::Tensor a = torch::rand({values}), b = torch::empty({values});
+// Waits for the work queued on `device` (a GPU runs asynchronously).
+void finish(const torch::Device& device) {
+  if (device.is_cuda()) torch::cuda::synchronize(device.index());
+}
+
+// Bytes read + written per second by a copy of `values` floats on `device`.
+double memcpyBandwidth(int64_t values, int iterations, const torch::Device& device) {
+  torch::Tensor a = torch::rand({values}).to(device), b = torch::empty({values}, a.options());
   b.copy_(a);
+  finish(device);
   std::vector<double> t;
   for (int i = 0; i < std::max(iterations, 5); ++i) {
     const auto t0 = Clock::now();
     b.copy_(a);
+    finish(device);
     t.push_back(std::chrono::duration<double>(Clock::now() - t0).count());
   }
   return 2.0 * 4.0 * static_cast<double>(values) / median(t);
@@ -197,8 +204,17 @@ int runBenchOptim(const BenchOptimOptions& o) {
                      "--models: '{}' is not resnet50 or cnn", name);
   }
   if (o.partitioned) return runPartitioned(o, models, optimizers, threads);
+  BIGBATCH_REQUIRE(o.device == "cpu" || o.device == "cuda", InvalidArgument,
+                   "--device '{}' is not cpu or cuda", o.device);
+  const torch::Device device = o.device == "cuda" ? torch::Device(torch::kCUDA, 0) : torch::kCPU;
+  if (device.is_cuda()) {
+    BIGBATCH_REQUIRE(torch::cuda::is_available(), InvalidArgument,
+                     "--device cuda: no GPU is visible to this bigbatch (the CPU build, or no "
+                     "device); build the CUDA variant (scripts/build-cuda) or use --device cpu");
+  }
   if (!o.json) {
-    fmt::print("# bigbatch bench optim: {} thread(s); times are medians per step\n", threads);
+    fmt::print("# bigbatch bench optim: {}; times are medians per step\n",
+               device.is_cuda() ? std::string("cuda:0") : fmt::format("{} thread(s)", threads));
     fmt::print("{:>9} {:>5} {:>7} {:>10} {:>10} {:>10} {:>8} {:>9} {:>9} {:>8} {:>8}\n", "model",
                "optim", "tensors", "values", "fused_ms", "naive_ms", "speedup", "memcpy_GBs",
                "bound_ms", "of_bound", "iters");
@@ -209,17 +225,18 @@ int runBenchOptim(const BenchOptimOptions& o) {
     int64_t values = 0;
     for (const auto& t : base) values += t.numel();
     std::vector<torch::Tensor> grads;
-    for (const auto& t : base) grads.push_back(1e-3 * torch::randn(t.sizes()));
+    for (const auto& t : base) grads.push_back((1e-3 * torch::randn(t.sizes())).to(device));
     const int iterations = o.iterations > 0 ? o.iterations
                                             : static_cast<int>(std::clamp<int64_t>(
                                                   int64_t{400000000} / std::max<int64_t>(values, 1), 20, 5000));
-    const double bandwidth = memcpyBandwidth(values, iterations);
+    const double bandwidth = memcpyBandwidth(values, iterations, device);
     for (const auto& name : optimizers) {
       std::unique_ptr<Optimizer> opt[2];
       std::vector<NamedParameter> params[2];
       for (int k = 0; k < 2; ++k) {
         for (size_t i = 0; i < base.size(); ++i) {
-          torch::Tensor p = base[i].clone().requires_grad_();
+          torch::Tensor p =
+              base[i].to(device, /*non_blocking=*/false, /*copy=*/true).requires_grad_();
           p.mutable_grad() = grads[i].clone();
           params[k].push_back({fmt::format("p{}", i), p});
         }
@@ -228,12 +245,14 @@ int runBenchOptim(const BenchOptimOptions& o) {
         options.fused = k == 0;
         opt[k] = makeOptimizer(params[k], options);
       }
-      BIGBATCH_CHECK(opt[0]->fusedEligible(), Error, "the fused path is not eligible for {}", model);
+      BIGBATCH_CHECK(device.is_cuda() ? opt[0]->deviceFusedEligible() : opt[0]->fusedEligible(),
+                     Error, "the fused path is not eligible for {} on {}", model, device.str());
       std::vector<double> t[2];
       for (int it = -3; it < iterations; ++it) {  // 3 untimed warm-up steps
         for (int k = 0; k < 2; ++k) {
           const auto t0 = Clock::now();
           opt[k]->step({1e-4});
+          finish(device);
           const double s = std::chrono::duration<double>(Clock::now() - t0).count();
           if (it >= 0) t[k].push_back(s);
         }
@@ -246,6 +265,7 @@ int runBenchOptim(const BenchOptimOptions& o) {
         j["optimizer"] = name;
         j["tensors"] = base.size();
         j["values"] = values;
+        j["device"] = device.str();
         j["threads"] = threads;
         j["fused_ms"] = fused * 1e3;
         j["naive_ms"] = naive * 1e3;

@@ -15,7 +15,8 @@
 //                 --batch-per-device B [links, precision, allreduce...] [--json]
 //   bigbatch plan --published | --calibrate ROWS.jsonl
 //   bigbatch bench allreduce [--min-bytes B] [--max-bytes B] [--algorithms LIST] [--json] ...
-//   bigbatch bench optim [--models LIST] [--optimizers LIST] [--iterations N] [--json]
+//   bigbatch bench optim [--models LIST] [--optimizers LIST] [--iterations N] [--device cpu|cuda]
+//   [--json]
 //                        [--partitioned]   (under mpirun)
 //   bigbatch bench pipeline [--dir ROOT] [--workers N] [--size S] [--batch B] [--epochs E] [--json]
 //
@@ -290,6 +291,11 @@ void addBenchCommands(CLI::App& app, BenchArgs& b) {
       ->capture_default_str();
   b.optim->add_option("--threads", b.bo.threads, "intra-op threads; 0: all cores")
       ->check(atLeast(0))
+      ->capture_default_str();
+  b.optim
+      ->add_option("--device", b.bo.device,
+                   "cpu, or cuda (the CUDA build: the fused device kernels on GPU 0)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
       ->capture_default_str();
   b.optim->add_flag("--json", b.bo.json,
                     "one JSON object per row instead of the table (default: off)");

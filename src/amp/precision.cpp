@@ -3,6 +3,7 @@
 #include <ATen/autocast_mode.h>
 
 #include "bigbatch/common/error.h"
+#include "bigbatch/common/torch_compat.h"
 
 namespace bigbatch {
 
@@ -52,28 +53,16 @@ AutocastScope::AutocastScope(Precision p, c10::DeviceType device) : device_(devi
   // No cast cache: each use casts the current master, so a copy can never
   // outlive the optimizer step that changed its master (see precision.h).
   at::autocast::set_autocast_cache_enabled(false);
-  if (device == c10::DeviceType::CPU) {
-    wasEnabled_ = at::autocast::is_cpu_enabled();
-    previousType_ = at::autocast::get_autocast_cpu_dtype();
-    at::autocast::set_autocast_cpu_dtype(computeType(p));
-    at::autocast::set_cpu_enabled(true);
-  } else {
-    wasEnabled_ = at::autocast::is_enabled();
-    previousType_ = at::autocast::get_autocast_gpu_dtype();
-    at::autocast::set_autocast_gpu_dtype(computeType(p));
-    at::autocast::set_enabled(true);
-  }
+  wasEnabled_ = compat::autocastEnabled(device);
+  previousType_ = compat::autocastType(device);
+  compat::setAutocastType(device, computeType(p));
+  compat::setAutocastEnabled(device, true);
 }
 
 AutocastScope::~AutocastScope() {
   if (!active_) return;
-  if (device_ == c10::DeviceType::CPU) {
-    at::autocast::set_cpu_enabled(wasEnabled_);
-    at::autocast::set_autocast_cpu_dtype(previousType_);
-  } else {
-    at::autocast::set_enabled(wasEnabled_);
-    at::autocast::set_autocast_gpu_dtype(previousType_);
-  }
+  compat::setAutocastEnabled(device_, wasEnabled_);
+  compat::setAutocastType(device_, previousType_);
   at::autocast::set_autocast_cache_enabled(previousCache_);
 }
 

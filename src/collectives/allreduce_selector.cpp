@@ -1,6 +1,7 @@
 #include "bigbatch/collectives/allreduce_selector.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <chrono>
 #include <cstdint>

@@ -1,5 +1,6 @@
 #include "bigbatch/common/config.h"
 
+#include <fmt/ranges.h>
 #include <toml++/toml.h>
 
 #include <algorithm>

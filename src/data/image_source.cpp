@@ -1,6 +1,7 @@
 #include "bigbatch/data/image_source.h"
 
 #include <fcntl.h>
+#include <fmt/ranges.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>

@@ -13,6 +13,7 @@
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/hash.h"
 #include "bigbatch/common/logging.h"
+#include "device_staging.h"
 
 namespace bigbatch {
 namespace {
@@ -91,6 +92,18 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, Commu
       InvalidArgument, "gradient exchange type {} must be float32, float16 or bfloat16",
       dataTypeName(options_.exchangeType));
   partitioned_ = options_.partition && size_ > 1;
+  const bool onDevice = !params_.empty() && !params_.front().device().is_cpu();
+  staged_ = size_ > 1 && (options_.stageThroughHost || onDevice);
+  BIGBATCH_REQUIRE(!(partitioned_ && staged_), InvalidArgument,
+                   "ddp.partition = optimizer keeps the weight slices in host memory; with the "
+                   "model on {} set ddp.partition = none",
+                   onDevice ? params_.front().device().str() : "a staged exchange");
+  for (const auto& p : params_) {
+    BIGBATCH_REQUIRE(p.device() == params_.front().device(), InvalidArgument,
+                     "the model's parameters are on {} and {}; move the whole model to one "
+                     "device before the exchange is built",
+                     params_.front().device().str(), p.device().str());
+  }
   fusion_ = options_.fusionBytes;
   if (fusion_ == 0) {
     fusion_ = size_t{1} << 20;
@@ -228,6 +241,7 @@ void DistributedDataParallel::runWatched(const char* operation, const std::funct
 }
 
 void DistributedDataParallel::launch(size_t bucket) {
+  if (staging_) staging_->ready(bucket);
   thread_->submit([this, bucket] { reduceBucket(bucket, false); });
 }
 
@@ -263,6 +277,8 @@ void DistributedDataParallel::layoutFor(size_t fusionBytes) {
     }
   }
   if (partitioned_) makeShards();
+  staging_.reset();
+  if (staged_) staging_ = std::make_unique<ddp_detail::DeviceStaging>(buffers_);
 }
 
 void DistributedDataParallel::tuneFusion(double seconds) {
@@ -324,7 +340,7 @@ void DistributedDataParallel::reduceBucket(size_t bucket, bool onComputeThread) 
   const auto start = std::chrono::steady_clock::now();
   torch::Tensor& buf = buffers_[bucket];
   const size_t n = static_cast<size_t>(buf.numel());
-  float* data = buf.data_ptr<float>();
+  float* data = staging_ ? staging_->toHost(bucket) : buf.data_ptr<float>();
   if (options_.exchangeType == DataType::kFloat32) {
     if (partitioned_) {
       reduceScatter(comm_, data, n, DataType::kFloat32, /*checkSignature=*/false);
@@ -347,6 +363,7 @@ void DistributedDataParallel::reduceBucket(size_t bucket, bool onComputeThread) 
       unpackFloats(options_.exchangeType, data, wire.data(), n, static_cast<float>(size_));
     }
   }
+  if (staging_) staging_->toDevice(bucket);  // never partitioned (see the constructor)
   if (options_.onExchange) {
     options_.onExchange(bucket, n * elementSize(options_.exchangeType), start,
                         std::chrono::steady_clock::now(), onComputeThread);
@@ -447,7 +464,10 @@ double DistributedDataParallel::finishBackward() {
   // rank must reduce every bucket) — are reduced here, in order, once the
   // communication thread is idle (MPI is entered by one thread at a time).
   thread_->waitAll();
-  for (; nextLaunch_ < layout_.size(); ++nextLaunch_) reduceBucket(nextLaunch_, true);
+  for (; nextLaunch_ < layout_.size(); ++nextLaunch_) {
+    if (staging_) staging_->ready(nextLaunch_);
+    reduceBucket(nextLaunch_, true);
+  }
   sync_ = false;
   const auto t1 = std::chrono::steady_clock::now();
   if (!candidates_.empty() && !tuned_) {
@@ -545,7 +565,7 @@ void DistributedDataParallel::exchangeBuffers(const char* operation,
   torch::NoGradGuard noGrad;
   std::vector<torch::Tensor> flatParts;
   for (auto& b : floats) flatParts.push_back(b.reshape({-1}).to(torch::kFloat32));
-  torch::Tensor flat = torch::cat(flatParts).contiguous();
+  torch::Tensor flat = torch::cat(flatParts).to(torch::kCPU).contiguous();  // host collectives
   runWatched(operation, [&] { fn(flat); });
   int64_t offset = 0;
   for (auto& b : floats) {

@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "bigbatch/common/error.h"
+#include "bigbatch/common/torch_compat.h"
 
 namespace bigbatch {
 
@@ -32,11 +33,11 @@ void LayerRowsTap::conv(const torch::nn::Conv2dImpl& conv, const torch::Tensor& 
                         const torch::Tensor& output) {
   if (sink_.wants && !sink_.wants(conv.weight)) return;
   const auto& o = conv.options;
-  const auto* padding = c10::get_if<torch::ExpandingArray<2>>(&o.padding());
+  const auto* padding = compat::getIf<torch::ExpandingArray<2>>(&o.padding());
   // A grouped, "same"/"valid"-padded or non-zero-padded convolution would
   // need its own patch layout.
   if (!padding || o.groups() != 1 ||
-      !c10::holds_alternative<torch::enumtype::kZeros>(o.padding_mode())) {
+      !compat::holdsAlternative<torch::enumtype::kZeros>(o.padding_mode())) {
     return;
   }
   const int64_t n = std::min<int64_t>(samples_, input.size(0));

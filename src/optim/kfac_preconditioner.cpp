@@ -44,9 +44,8 @@ KfacPreconditioner::KfacPreconditioner(std::vector<NamedParameter> covered, Kfac
                    "optim.kfac_decay = {} must lie in [0, 1)", options_.decay);
   BIGBATCH_REQUIRE(options_.inverseInterval >= 1, InvalidArgument,
                    "optim.kfac_inverse_interval = {} must be >= 1", options_.inverseInterval);
-  BIGBATCH_REQUIRE(options_.maxDim >= 1, InvalidArgument,
-                   "optim.kfac_max_dim = {} must be >= 1", options_.maxDim);
-  const auto f64 = torch::TensorOptions().dtype(torch::kDouble);
+  BIGBATCH_REQUIRE(options_.maxDim >= 1, InvalidArgument, "optim.kfac_max_dim = {} must be >= 1",
+                   options_.maxDim);
   for (auto& p : covered) {
     const torch::Tensor& w = p.tensor;
     BIGBATCH_REQUIRE(w.dim() == 2 || w.dim() == 4, InvalidArgument,
@@ -58,12 +57,15 @@ KfacPreconditioner::KfacPreconditioner(std::vector<NamedParameter> covered, Kfac
     l.weight = w;
     l.dimG = w.size(0);
     l.dimA = w.numel() / w.size(0);
+    // The factors live where the weight does (run.device).
+    const auto f64 = torch::TensorOptions().dtype(torch::kDouble).device(w.device());
+    const auto f32 = torch::TensorOptions().dtype(torch::kFloat).device(w.device());
     l.sumA = torch::zeros({l.dimA, l.dimA}, f64);
     l.sumG = torch::zeros({l.dimG, l.dimG}, f64);
     l.a = torch::zeros({l.dimA, l.dimA}, f64);
     l.g = torch::zeros({l.dimG, l.dimG}, f64);
-    l.aInverse = torch::zeros({l.dimA, l.dimA});
-    l.gInverse = torch::zeros({l.dimG, l.dimG});
+    l.aInverse = torch::zeros({l.dimA, l.dimA}, f32);
+    l.gInverse = torch::zeros({l.dimG, l.dimG}, f32);
     index_[key(w)] = layers_.size();
     layers_.push_back(std::move(l));
   }
@@ -119,8 +121,9 @@ std::vector<double> KfacPreconditioner::takeStatistics() {
     out.push_back(static_cast<double>(l.rowsA));
     out.push_back(static_cast<double>(l.rowsG));
     for (const torch::Tensor* s : {&l.sumA, &l.sumG}) {
-      const double* p = s->data_ptr<double>();
-      out.insert(out.end(), p, p + s->numel());
+      const torch::Tensor host = s->to(torch::kCPU).contiguous();  // the ranks sum on the host
+      const double* p = host.data_ptr<double>();
+      out.insert(out.end(), p, p + host.numel());
     }
     l.sumA.zero_();
     l.sumG.zero_();
@@ -139,12 +142,12 @@ void KfacPreconditioner::update(const std::vector<double>& summed, double gradUn
     const double rowsA = summed[at], rowsG = summed[at + 1];
     at += 2;
     const auto f64 = torch::TensorOptions().dtype(torch::kDouble);
-    // from_blob does not own; clone so the factors outlive `summed`.
-    torch::Tensor sumA =
-        torch::from_blob(const_cast<double*>(&summed[at]), {l.dimA, l.dimA}, f64).clone();
+    // from_blob does not own; copy so the factors outlive `summed`.
+    torch::Tensor sumA = torch::from_blob(const_cast<double*>(&summed[at]), {l.dimA, l.dimA}, f64)
+                             .to(l.a.device(), /*non_blocking=*/false, /*copy=*/true);
     at += l.sumA.numel();
-    torch::Tensor sumG =
-        torch::from_blob(const_cast<double*>(&summed[at]), {l.dimG, l.dimG}, f64).clone();
+    torch::Tensor sumG = torch::from_blob(const_cast<double*>(&summed[at]), {l.dimG, l.dimG}, f64)
+                             .to(l.g.device(), /*non_blocking=*/false, /*copy=*/true);
     at += l.sumG.numel();
     if (rowsA <= 0 || rowsG <= 0 || !finite(sumA) || !finite(sumG)) continue;
     const torch::Tensor stepA = sumA / rowsA;

@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "bigbatch/common/error.h"
+#include "fused_step.h"
 #include "multi_tensor.h"
 #include "optimizers.h"
 
@@ -81,6 +82,18 @@ class Lamb final : public Optimizer {
                           ch.end - ch.begin, k[ch.tensor], coeff[ch.tensor]);
     });
     return r;
+  }
+
+  void fusedHyper(const StepHyper& h, FusedHyper& out) const override {
+    const kernels::LambCoefficients k = coefficients(Group{0, 0, true}, h.gradScale);
+    out.rule = FusedRule::kLamb;
+    out.beta1 = k.beta1;
+    out.beta2 = k.beta2;
+    out.bias1 = k.bias1;
+    out.bias2 = k.bias2;
+    out.lambEpsilon = k.epsilon;
+    out.phiMin = options_.phiMin;
+    out.phiMax = options_.phiMax;
   }
 
   StepResult stepPerTensor(const StepHyper& h) override {

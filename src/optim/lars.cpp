@@ -15,6 +15,7 @@
 
 #include "bigbatch/common/error.h"
 #include "carried_norms.h"
+#include "fused_step.h"
 #include "multi_tensor.h"
 #include "optimizers.h"
 
@@ -101,6 +102,13 @@ class Lars final : public Optimizer {
 
   // The naive form: several ATen calls (and a host sync for each norm) per
   // tensor; the baseline of `bigbatch bench optim` and the non-CPU path.
+  void fusedHyper(const StepHyper& h, FusedHyper& out) const override {
+    out.rule = FusedRule::kLars;
+    out.momentum = static_cast<float>(momentum(h));
+    out.eta = options_.larsEta;
+    out.epsilon = options_.larsEpsilon;
+  }
+
   StepResult stepPerTensor(const StepHyper& h) override {
     std::vector<double> wNorm(params_.size(), 0), gNorm(params_.size(), 0);
     StepResult r;

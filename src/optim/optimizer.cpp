@@ -7,6 +7,8 @@
 #include <unordered_map>
 
 #include "bigbatch/common/error.h"
+#include "device_step.h"
+#include "fused_step.h"
 #include "multi_tensor.h"
 #include "optimizers.h"
 
@@ -55,13 +57,30 @@ Optimizer::Group Optimizer::group(size_t i, const StepHyper& h) const {
 
 bool Optimizer::fusedEligible() const {
   if (!options_.fused) return false;
+  for (const auto& p : params_) {
+    if (!p.tensor.device().is_cpu()) return false;
+  }
+  return denseFp32();
+}
+
+bool Optimizer::deviceFusedEligible() const {
+  if (!options_.fused || partitioned() || params_.empty() ||
+      !optim_detail::DeviceStep::available()) {
+    return false;
+  }
+  for (const auto& p : params_) {
+    if (!p.tensor.device().is_cuda() || p.tensor.device() != params_.front().tensor.device()) {
+      return false;
+    }
+  }
+  return denseFp32();
+}
+
+bool Optimizer::denseFp32() const {
   for (size_t i = 0; i < params_.size(); ++i) {
     const torch::Tensor& w = params_[i].tensor;
     const torch::Tensor& g = w.grad();
-    if (!w.device().is_cpu() || w.scalar_type() != torch::kFloat ||
-        !w.is_non_overlapping_and_dense()) {
-      return false;
-    }
+    if (w.scalar_type() != torch::kFloat || !w.is_non_overlapping_and_dense()) return false;
     if (!g.defined()) continue;
     if (g.is_sparse() || g.scalar_type() != torch::kFloat || g.strides() != w.strides()) {
       return false;
@@ -178,6 +197,8 @@ StepResult Optimizer::step(const StepHyper& hyper) {
   StepResult r;
   if (fused) {
     r = stepFused(hyper);
+  } else if (deviceFusedEligible()) {
+    r = stepOnDevice(hyper);
   } else {
     if (hyper.gradScale != 1.0) {
       for (auto& p : params_) {
@@ -188,6 +209,37 @@ StepResult Optimizer::step(const StepHyper& hyper) {
   }
   if (r.applied) ++steps_;
   return r;
+}
+
+void Optimizer::describeFusedStep(const StepHyper& h, std::vector<optim_detail::FusedTensor>& out,
+                                  optim_detail::FusedHyper& hyper) {
+  out.assign(params_.size(), optim_detail::FusedTensor{});
+  for (size_t i = 0; i < params_.size(); ++i) {
+    torch::Tensor& w = params_[i].tensor;
+    optim_detail::FusedTensor& t = out[i];
+    t.w = w.data_ptr<float>();
+    t.g = w.grad().defined() ? w.grad().data_ptr<float>() : nullptr;
+    t.b0 = buffers_.size() > 0 ? buffers_[0][i].data_ptr<float>() : nullptr;
+    t.b1 = buffers_.size() > 1 ? buffers_[1][i].data_ptr<float>() : nullptr;
+    t.numel = w.numel();
+    const Group g = group(i, h);
+    t.lr = g.lr;
+    t.decay = g.weightDecay;
+    t.adapt = g.adapt ? 1 : 0;
+  }
+  hyper = optim_detail::FusedHyper{};
+  fusedHyper(h, hyper);
+  hyper.gradScale = static_cast<float>(h.gradScale);
+}
+
+StepResult Optimizer::stepOnDevice(const StepHyper& h) {
+  std::vector<optim_detail::FusedTensor> tensors;
+  optim_detail::FusedHyper hyper;
+  describeFusedStep(h, tensors, hyper);
+  if (!deviceStep_) deviceStep_ = std::make_unique<optim_detail::DeviceStep>();
+  const optim_detail::FusedOutcome o =
+      deviceStep_->run(tensors, hyper, params_.front().tensor.device());
+  return {o.applied, o.gradNormSq};
 }
 
 void Optimizer::zeroGrad() {

@@ -5,6 +5,7 @@
 // overflow check of dynamic loss scaling.
 #include <cmath>
 
+#include "fused_step.h"
 #include "multi_tensor.h"
 #include "optimizers.h"
 
@@ -48,6 +49,12 @@ class Sgd final : public Optimizer {
                          options_.nesterov, static_cast<float>(h.gradScale));
     });
     return r;
+  }
+
+  void fusedHyper(const StepHyper& h, FusedHyper& out) const override {
+    out.rule = FusedRule::kSgd;
+    out.momentum = static_cast<float>(momentum(h));
+    out.nesterov = options_.nesterov ? 1 : 0;
   }
 
   StepResult stepPerTensor(const StepHyper& h) override {

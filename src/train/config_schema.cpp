@@ -1,12 +1,14 @@
 #include "bigbatch/train/config_schema.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include "bigbatch/amp/loss_scaler.h"
 #include "bigbatch/amp/precision.h"
 #include "bigbatch/collectives/allreduce_selector.h"
 #include "bigbatch/common/error.h"
 #include "recipe.h"
+#include "run_device.h"
 
 namespace bigbatch {
 namespace {
@@ -40,6 +42,10 @@ std::vector<ConfigField> runKeys() {
         "compute threads per rank; 0: the CPUs this rank may run on / the ranks of its host "
         "that share them",
         0.0, 1024.0),
+      F("run.device", T::kString, std::string("cpu"),
+        "where each rank computes: cpu, or cuda (rank r uses GPU r mod the GPUs of its host; "
+        "needs the CUDA build, docs/GPU.md)",
+        {}, {}, {"cpu", "cuda"}),
       F("run.workers", T::kInt, int64_t{1},
         "ranks to start on this machine (bigbatch runs mpirun itself); ignored under mpirun, "
         "where MPI gives the world size",
@@ -68,6 +74,11 @@ std::vector<ConfigField> dataKeys() {
         0.0, kInf),
       F("data.eval_samples", T::kInt, int64_t{0},
         "use only N test samples, chosen as data.train_samples; 0: all", 0.0, kInf),
+      F("data.synthetic_shape", T::kIntList, std::vector<int64_t>{1, 28, 28},
+        "synthetic: [channels, height, width] of its images (e.g. [3, 224, 224] for "
+        "ImageNet-sized throughput benchmarks)"),
+      F("data.synthetic_classes", T::kInt, int64_t{10}, "synthetic: number of classes", 2.0,
+        100000.0),
       F("data.flip", T::kBool, true, "random horizontal flip"),
       F("data.pad_crop", T::kInt, int64_t{0}, "pad by N pixels and crop back at a random offset",
         0.0, 8.0),
@@ -222,9 +233,12 @@ std::vector<ConfigField> ampKeys() {
   return {
       F("amp.precision", T::kString, std::string("fp32"),
         "compute type: bf16/fp16 run convolutions and matmuls in 16 bits (autocast) on copies of "
-        "the fp32 master weights; fp16 needs a CUDA device and is refused on CPU (libtorch "
+        "the fp32 master weights; fp16 needs run.device = cuda and is refused on CPU (libtorch "
         "1.13's CPU autocast is bf16 only)",
         {}, {}, {"fp32", "bf16", "fp16"}),
+      F("amp.tf32", T::kBool, true,
+        "run.device = cuda: fp32 matmuls and convolutions on TF32 tensor cores (PyTorch's "
+        "default for convolutions); false: full fp32"),
       F("amp.loss_scaling", T::kString, std::string("auto"),
         "dynamic loss scaling: auto (on with fp16 compute or ddp.exchange_dtype = fp16), on, off",
         {}, {}, {"auto", "on", "off"}),
@@ -437,8 +451,17 @@ void validateTrainingConfig(const Config& c) {
                      r, d, a);
     }
   }
+  // run.device first: a CPU build refuses "cuda" before any worker starts.
+  const bool onCuda = c.getString("run.device") == "cuda";
+  if (onCuda) train_detail::checkCudaBuilt();
   if (c.getString("amp.precision") == "fp16") {
-    checkPrecisionSupported(Precision::kFp16, c10::DeviceType::CPU);  // the trainer runs on CPU
+    checkPrecisionSupported(Precision::kFp16,
+                            onCuda ? c10::DeviceType::CUDA : c10::DeviceType::CPU);
+  }
+  if (onCuda && c.getString("ddp.partition") == "optimizer") {
+    BIGBATCH_THROW(InvalidArgument,
+                   "ddp.partition = optimizer keeps the weight slices in host memory and is not "
+                   "available with run.device = \"cuda\" yet; set ddp.partition = none");
   }
   if (c.getString("amp.loss_scaling") != "off") {
     DynamicLossScaler check(train_detail::lossScalerOptions(c));  // throws naming the bad option

@@ -10,31 +10,34 @@
 namespace bigbatch::train_detail {
 namespace {
 
-void count(const torch::Tensor& logits, const torch::Tensor& labels, EvalCounts& c) {
+void evaluateBatch(ImageClassifierImpl& model, const torch::Tensor& images,
+                   const torch::Tensor& labels, const torch::Device& device, EvalCounts& c) {
+  const torch::Tensor logits = model.forward(images.to(device, /*non_blocking=*/true));
+  const torch::Tensor onDevice = labels.to(device, /*non_blocking=*/true);
   // argmax for top-1, as PyTorch users compute it (ties go to the first).
-  c.top1 += logits.argmax(1).eq(labels).sum().item<int64_t>();
+  c.top1 += logits.argmax(1).eq(onDevice).sum().item<int64_t>();
   const int64_t k = std::min<int64_t>(5, logits.size(1));
   const torch::Tensor top = std::get<1>(logits.topk(k, 1));  // [B, k]
-  c.top5 += top.eq(labels.unsqueeze(1)).any(1).sum().item<int64_t>();
+  c.top5 += top.eq(onDevice.unsqueeze(1)).any(1).sum().item<int64_t>();
   c.samples += labels.size(0);
 }
 
 }  // namespace
 
-EvalCounts evaluateShard(ImageClassifierImpl& model, const Dataset& data, int64_t batch,
-                         bool channelsLast, Precision precision, int rank, int worldSize) {
+EvalCounts evaluateShard(ImageClassifierImpl& model, const Dataset& data, const EvalSettings& s) {
   torch::NoGradGuard noGrad;
-  const AutocastScope autocast(precision, c10::DeviceType::CPU);
+  const AutocastScope autocast(s.precision, s.device.type());
   model.eval();
   EvalCounts c;
-  const int64_t lo = data.size() * rank / worldSize, hi = data.size() * (rank + 1) / worldSize;
+  const int64_t lo = data.size() * s.rank / s.worldSize;
+  const int64_t hi = data.size() * (s.rank + 1) / s.worldSize;
   std::vector<int64_t> idx;
-  for (int64_t begin = lo; begin < hi; begin += batch) {
-    const int64_t n = std::min(batch, hi - begin);
+  for (int64_t begin = lo; begin < hi; begin += s.batch) {
+    const int64_t n = std::min(s.batch, hi - begin);
     idx.resize(n);
     for (int64_t i = 0; i < n; ++i) idx[i] = begin + i;
-    Batch b = assembleBatch(data, idx, AugmentOptions{}, 0, 0, channelsLast);
-    count(model.forward(b.images), b.labels, c);
+    Batch b = assembleBatch(data, idx, AugmentOptions{}, 0, 0, s.channelsLast);
+    evaluateBatch(model, b.images, b.labels, s.device, c);
   }
   model.train();
   return c;
@@ -43,15 +46,15 @@ EvalCounts evaluateShard(ImageClassifierImpl& model, const Dataset& data, int64_
 EvalCounts evaluateSourceShard(ImageClassifierImpl& model,
                                std::shared_ptr<const ImageSource> source,
                                const ImageAugment& augment, const PipelineOptions& pipeline,
-                               int64_t batch, Precision precision, int rank, int worldSize) {
+                               const EvalSettings& s) {
   torch::NoGradGuard noGrad;
-  const AutocastScope autocast(precision, c10::DeviceType::CPU);
+  const AutocastScope autocast(s.precision, s.device.type());
   const int64_t size = source->size();
-  const int64_t lo = size * rank / worldSize, hi = size * (rank + 1) / worldSize;
+  const int64_t lo = size * s.rank / s.worldSize, hi = size * (s.rank + 1) / s.worldSize;
   std::vector<std::vector<int64_t>> batches;
-  for (int64_t begin = lo; begin < hi; begin += batch) {
+  for (int64_t begin = lo; begin < hi; begin += s.batch) {
     std::vector<int64_t> idx;
-    for (int64_t i = begin; i < std::min(hi, begin + batch); ++i) idx.push_back(i);
+    for (int64_t i = begin; i < std::min(hi, begin + s.batch); ++i) idx.push_back(i);
     batches.push_back(std::move(idx));
   }
   EvalCounts c;
@@ -62,7 +65,7 @@ EvalCounts evaluateSourceShard(ImageClassifierImpl& model,
                       std::move(batches));
   PipelineBatch b;
   while (input.next(b)) {
-    if (b.size() > 0) count(model.forward(b.images), b.labels, c);
+    if (b.size() > 0) evaluateBatch(model, b.images, b.labels, s.device, c);
   }
   model.train();
   return c;

@@ -19,11 +19,20 @@ struct EvalCounts {
   int64_t top1 = 0, top5 = 0, samples = 0;
 };
 
+// How this rank evaluates: its shard of the test set, in batches of
+// `batch`, computed in `precision` on `device` (where the model is).
+struct EvalSettings {
+  int64_t batch = 1000;
+  bool channelsLast = false;  // in-memory data only; the pipeline's options say it otherwise
+  Precision precision = Precision::kFp32;
+  torch::Device device{torch::kCPU};
+  int rank = 0, worldSize = 1;
+};
+
 // In memory (Fashion-MNIST, synthetic): the shard of `data` in chunks of
-// `batch` images, as stored. The model is in eval mode (BatchNorm on its
+// s.batch images, as stored. The model is in eval mode (BatchNorm on its
 // running statistics) during the call and in train mode after.
-EvalCounts evaluateShard(ImageClassifierImpl& model, const Dataset& data, int64_t batch,
-                         bool channelsLast, Precision precision, int rank, int worldSize);
+EvalCounts evaluateShard(ImageClassifierImpl& model, const Dataset& data, const EvalSettings& s);
 
 // Through the input pipeline (CIFAR-10, image folders): the shard of
 // `source` with the validation augmentation (resize and centre crop), in
@@ -32,6 +41,6 @@ EvalCounts evaluateShard(ImageClassifierImpl& model, const Dataset& data, int64_
 EvalCounts evaluateSourceShard(ImageClassifierImpl& model,
                                std::shared_ptr<const ImageSource> source,
                                const ImageAugment& augment, const PipelineOptions& pipeline,
-                               int64_t batch, Precision precision, int rank, int worldSize);
+                               const EvalSettings& s);
 
 }  // namespace bigbatch::train_detail

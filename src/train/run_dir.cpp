@@ -1,9 +1,10 @@
 #include "bigbatch/train/run_dir.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
 #include <cstdlib>
 #include <filesystem>
-
-#include <fmt/format.h>
 
 #include "bigbatch/common/error.h"
 

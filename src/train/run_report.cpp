@@ -80,6 +80,7 @@ nlohmann::ordered_json summaryJson(const TrainResult& result, const RunFacts& fa
   summary["world_size"] = result.worldSize;
   summary["threads_per_rank"] = facts.threadsPerRank;
   summary["allowed_cpus_per_rank"] = facts.allowedCpusPerRank;
+  summary["device"] = facts.device;
   summary["accumulation_steps"] = facts.accumulationSteps;
   summary["virtual_workers"] = facts.virtualWorkers;
   summary["optimizer"] = facts.optimizer;

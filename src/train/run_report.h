@@ -51,6 +51,7 @@ struct RunFacts {
   double initSeconds = 0;  // init_start .. run_start
   int64_t threadsPerRank = 1;
   int64_t allowedCpusPerRank = 1;  // the fewest CPUs any rank may run on (its affinity)
+  std::string device = "cpu";      // rank 0's: "cpu" or "cuda:0 (NVIDIA H200, 140 GiB)"
   int64_t accumulationSteps = 1;
   int64_t virtualWorkers = 1;
   std::string optimizer;

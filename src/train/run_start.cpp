@@ -69,8 +69,11 @@ RunStart startRun(Config& c, const TrainOptions& o, MlperfLogger& ml) {
   initLogging(rank, o.verbosity);
 
   std::exception_ptr setupError;
-  // Resume: every rank finds and reads the same checkpoint itself.
+  // The device first (a refusal must not leave a run directory behind);
+  // then the resume: every rank finds and reads the same checkpoint itself.
   try {
+    s.device = resolveRunDevice(c.getString("run.device"), comm.localRank(), comm.localSize(),
+                                c.getBool("amp.tf32"));
     s.resume = findResumePoint(c, o.resume, o.runDir, runName(c, o));
     if (s.resume) {
       const int64_t accumulation = checkResumeCompatible(c, s.resume->checkpoint, s.worldSize,

@@ -21,6 +21,7 @@
 #include "bigbatch/train/resume.h"
 #include "bigbatch/train/run_dir.h"
 #include "bigbatch/train/trainer.h"
+#include "run_device.h"
 
 namespace bigbatch::train_detail {
 
@@ -32,6 +33,7 @@ struct RunStart {
   std::unique_ptr<RunDir> runDir;  // rank 0 only
   std::optional<ResumePoint> resume;
   std::vector<std::string> changedKeys;  // keys that differ from the checkpoint's config
+  RunDevice device;                      // run.device, this rank's GPU
 };
 
 // Sets the communicator's timeout (comm.timeout_s), the error rank and the

@@ -61,7 +61,7 @@ TrainStep::TrainStep(ImageClassifierImpl& model, DistributedDataParallel& ddp, O
   }
 }
 
-StepOutcome TrainStep::run(InputPipeline& pipeline, const StepPosition& at, const StepHyper& hyper,
+StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepHyper& hyper,
                            StepTimes& times, StepTally& tally) {
   guard_.enter(at.globalStep, Heartbeat::kCompute);
   const bool faultNow = settings_.faultKind != "none" && rank_ == settings_.faultRank &&
@@ -84,19 +84,22 @@ StepOutcome TrainStep::run(InputPipeline& pipeline, const StepPosition& at, cons
     const auto t0 = Clock::now();
     ddp_.beginBackward(a == settings_.accumulation - 1);
     PipelineBatch batch;  // the time waited here is the data wait
-    BIGBATCH_CHECK(pipeline.next(batch), Error, "input pipeline ended before step {} of epoch {}",
+    BIGBATCH_CHECK(feed.next(batch), Error, "input pipeline ended before step {} of epoch {}",
                    at.stepInEpoch, at.epoch);
     if (batch.size() == 0) continue;
+    const torch::Tensor& images = batch.images;  // on the model's device
+    const torch::Tensor& labels = batch.labels;
     const auto t1 = Clock::now();
     torch::Tensor logits;
     {
-      const AutocastScope autocast(settings_.precision, c10::DeviceType::CPU);
-      logits =
-          forwardGroups(model_, batch.images, settings_.groups, a == 0 ? kfacTap_.get() : nullptr);
+      const AutocastScope autocast(settings_.precision, settings_.device.type());
+      logits = forwardGroups(model_, images, settings_.groups, a == 0 ? kfacTap_.get() : nullptr);
     }
+    // On a GPU the forward is only enqueued: the next micro-batch's copy
+    // starts now, while it runs.
+    feed.prefetch();
     logits = logits.to(torch::kFloat);  // the loss in fp32 whatever the compute type
-    const torch::Tensor lossSum =
-        torch::nn::functional::cross_entropy(logits, batch.labels, lossOptions);
+    const torch::Tensor lossSum = torch::nn::functional::cross_entropy(logits, labels, lossOptions);
     torch::Tensor loss = lossSum * lossFactor;
     const double v = lossSum.item<double>();
     // A non-finite loss poisons this rank's gradients, and the exchange
@@ -112,7 +115,7 @@ StepOutcome TrainStep::run(InputPipeline& pipeline, const StepPosition& at, cons
     if (!poisoned) {
       out.lossSum += v;
       tally.lossSum += v;
-      tally.correct += static_cast<double>(logits.argmax(1).eq(batch.labels).sum().item<int64_t>());
+      tally.correct += static_cast<double>(logits.argmax(1).eq(labels).sum().item<int64_t>());
       tally.seen += static_cast<double>(batch.size());
     }
     times.data += seconds(t0, t1);

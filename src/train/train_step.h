@@ -31,6 +31,7 @@
 #include "bigbatch/models/model_options.h"
 #include "bigbatch/optim/optimizer.h"
 #include "bigbatch/train/timeline.h"
+#include "device_feed.h"
 #include "stall_guard.h"
 
 namespace bigbatch::train_detail {
@@ -57,6 +58,9 @@ struct StepSettings {
   int64_t groups = 1;        // BatchNorm groups per micro-batch (train.virtual_workers)
   double labelSmoothing = 0;
   Precision precision = Precision::kFp32;
+  // Where the model is (run.device): each micro-batch is copied there from
+  // the input pipeline's host memory.
+  torch::Device device{torch::kCPU};
   bool skipNonFinite = false;  // train.nonfinite = skip
   // With K-FAC on (the optimizer's kfac()): images per rank and step whose
   // activations and output gradients feed the factors — the first ones of
@@ -89,7 +93,8 @@ class TrainStep {
             DynamicLossScaler* scaler, StallGuard& guard, Timeline* timeline, int rank,
             StepSettings settings);
 
-  StepOutcome run(InputPipeline& pipeline, const StepPosition& at, const StepHyper& hyper,
+  // One optimizer step on the accumulation's micro-batches from `feed`.
+  StepOutcome run(DeviceFeed& feed, const StepPosition& at, const StepHyper& hyper,
                   StepTimes& times, StepTally& tally);
 
  private:

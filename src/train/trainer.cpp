@@ -133,7 +133,7 @@ class TrainingRun {
 
   // The epoch loop's parts.
   EpochSteps trainEpoch();
-  void trainOneStep(InputPipeline& pipeline, int64_t stepsInEpoch, EpochSteps& e);
+  void trainOneStep(DeviceFeed& feed, int64_t stepsInEpoch, EpochSteps& e);
   void checkpointMidEpoch(int64_t stepsInEpoch);
   // Top-1 and top-5 test accuracy on evaluation epochs.
   std::optional<std::pair<double, double>> evaluateIfDue(double& evalS);
@@ -155,6 +155,7 @@ class TrainingRun {
   double initSeconds_ = 0;
   MlperfLogger ml_;  // stays closed (silent) on ranks other than 0
   RunStart start_;
+  RunDevice device_;  // run.device
   Communicator* comm_ = nullptr;
   int rank_ = 0, worldSize_ = 1;
   bool lead_ = true, quiet_ = false;
@@ -195,6 +196,8 @@ TrainingRun::TrainingRun(const Config& config, const TrainOptions& options, Trai
   // run_stop - run_start, and run_start comes right after init_stop.
   start_ = startRun(config_, options_, ml_);
   comm_ = start_.comm;
+  device_ = start_.device;
+  makeCurrent(device_);  // this thread's tensors and streams go to this rank's GPU
   rank_ = start_.rank;
   worldSize_ = start_.worldSize;
   lead_ = rank_ == 0;
@@ -251,6 +254,9 @@ void TrainingRun::prepareModel(TrainingJob& job) {
     loadStateDict(*model_, options_.initFrom);  // every rank: the checksum still holds
     log().info("initial weights from {}", options_.initFrom);
   }
+  // Built and seeded on the CPU, then moved: the same initial weights on
+  // every device and in both builds.
+  model_->to(device_.device);
   if (recipe_.channelsLast) toChannelsLast(*model_);
   model_->train();
 }
@@ -323,7 +329,7 @@ void TrainingRun::prepareOptimizer() {
   batchSchedule_ = std::make_unique<BatchSchedule>(recipe_.batchSchedule);
   // Mixed precision: 16-bit compute on copies of the fp32 masters, and the
   // loss scaler that keeps small gradients alive in fp16 (amp/).
-  checkPrecisionSupported(recipe_.precision, c10::DeviceType::CPU);
+  checkPrecisionSupported(recipe_.precision, device_.device.type());
   if (recipe_.lossScaler) {
     scaler_.emplace(*recipe_.lossScaler);
     if (state_.lossScale) scaler_->loadState(*state_.lossScale);
@@ -345,8 +351,10 @@ void TrainingRun::prepareOptimizer() {
   checkpointer_ =
       std::make_unique<RunCheckpointer>(*model_, *ddp_, *optimizer_, config_, lead_, dir,
                                         recipe_.ckpt.keep, worldSize_, recipe_.globalBatch);
+  StepSettings stepSettings = recipe_.step;
+  stepSettings.device = device_.device;
   step_ = std::make_unique<TrainStep>(*model_, *ddp_, *optimizer_, scaler_ ? &*scaler_ : nullptr,
-                                      *stallGuard_, timeline_.get(), rank_, recipe_.step);
+                                      *stallGuard_, timeline_.get(), rank_, stepSettings);
 }
 
 void TrainingRun::logRecipe() {
@@ -389,15 +397,15 @@ void TrainingRun::printBanner() const {
       "bigbatch: {} ({} parameters), {}, global batch {} = {} "
       "rank(s) x {} x {} accumulation step(s), BN groups of {}, {} thread(s) per rank, "
       "{} gradient bucket(s), {} peak lr {:.4g}, {} compute, {} on the wire{}\n"
-      "  run directory: {}\n",
-      recipe_.modelName, countParameters(*model_), data_.description,
-      recipe_.globalBatch, worldSize_, recipe_.batchPerRank, recipe_.accumulation,
+      "  device: {}; run directory: {}\n",
+      recipe_.modelName, countParameters(*model_), data_.description, recipe_.globalBatch,
+      worldSize_, recipe_.batchPerRank, recipe_.accumulation,
       std::max<int64_t>(1, recipe_.batchPerRank / recipe_.step.groups), threads_,
       ddp_->buckets().size(),
       recipe_.optimizer.name + (optimizer_->kfac() ? " on K-FAC directions" : ""), recipe_.peakLr,
       precisionName(recipe_.precision), recipe_.exchangeDtype,
       scaler_ ? fmt::format(", dynamic loss scale from {:g}", scaler_->scale()) : "",
-      start_.runDir->path());
+      device_.description, start_.runDir->path());
   if (kfacCoverage_) {
     const KfacCoverage& k = *kfacCoverage_;
     fmt::print(
@@ -476,10 +484,11 @@ EpochSteps TrainingRun::trainEpoch() {
       planEpoch(trainSource_->size(), e.globalBatch, rank_, worldSize_, recipe_.seed, epoch);
   InputPipeline pipeline(trainSource_, augment_, pipelineOptions_, recipe_.seed, epoch,
                          microBatches(plan, state_.stepInEpoch, recipe_.accumulation), cache_);
+  DeviceFeed feed(pipeline, device_.device);
   progress_.startEpoch(epoch, recipe_.epochs, plan.steps);
   const auto start = Clock::now();
   while (state_.stepInEpoch < plan.steps) {
-    trainOneStep(pipeline, plan.steps, e);
+    trainOneStep(feed, plan.steps, e);
     checkpointMidEpoch(plan.steps);
   }
   progress_.finishEpoch();
@@ -488,7 +497,7 @@ EpochSteps TrainingRun::trainEpoch() {
   return e;
 }
 
-void TrainingRun::trainOneStep(InputPipeline& pipeline, int64_t stepsInEpoch, EpochSteps& e) {
+void TrainingRun::trainOneStep(DeviceFeed& feed, int64_t stepsInEpoch, EpochSteps& e) {
   RunState& s = state_;
   // Images in this global batch (the last one of an epoch may be short).
   const int64_t samples =
@@ -501,7 +510,7 @@ void TrainingRun::trainOneStep(InputPipeline& pipeline, int64_t stepsInEpoch, Ep
   const double decayScale =
       recipe_.decayFollowsLr && recipe_.peakLr > 0 ? scheduled / recipe_.peakLr : 1.0;
   const StepOutcome stepped =
-      step_->run(pipeline, {s.epoch, s.stepInEpoch + 1, s.globalStep + 1, samples},
+      step_->run(feed, {s.epoch, s.stepInEpoch + 1, s.globalStep + 1, samples},
                  {e.lr, e.momentum, decayScale}, e.times, s.epochTally);
   if (!stepped.applied) ++s.epochSkipped;
   ++s.stepInEpoch;
@@ -541,12 +550,17 @@ std::optional<std::pair<double, double>> TrainingRun::evaluateIfDue(double& eval
   const auto start = Clock::now();
   std::vector<torch::Tensor> own;
   agreeOnBatchNormStatistics(own);
-  const EvalCounts mine =
-      data_.inMemory()
-          ? evaluateShard(*model_, data_.testSet, recipe_.evalBatch, recipe_.channelsLast,
-                          recipe_.precision, rank_, worldSize_)
-          : evaluateSourceShard(*model_, data_.test, data_.evalAugment, pipelineOptions_,
-                                recipe_.evalBatch, recipe_.precision, rank_, worldSize_);
+  EvalSettings evalSettings;
+  evalSettings.batch = recipe_.evalBatch;
+  evalSettings.channelsLast = recipe_.channelsLast;
+  evalSettings.precision = recipe_.precision;
+  evalSettings.device = device_.device;
+  evalSettings.rank = rank_;
+  evalSettings.worldSize = worldSize_;
+  const EvalCounts mine = data_.inMemory()
+                              ? evaluateShard(*model_, data_.testSet, evalSettings)
+                              : evaluateSourceShard(*model_, data_.test, data_.evalAugment,
+                                                    pipelineOptions_, evalSettings);
   if (!own.empty()) restoreFloatBuffers(*model_, own);
   const auto sums = ddp_->allreduceSum({static_cast<double>(mine.top1),
                                         static_cast<double>(mine.top5),
@@ -685,6 +699,7 @@ TrainResult TrainingRun::finish() {
   facts.initSeconds = initSeconds_;
   facts.threadsPerRank = threads_;
   facts.allowedCpusPerRank = allowedCpus_;
+  facts.device = device_.description;
 
   facts.accumulationSteps = recipe_.accumulation;
   facts.virtualWorkers = recipe_.step.groups;

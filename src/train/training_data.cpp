@@ -100,9 +100,11 @@ TrainingData openInMemory(const DataOptions& o, Dataset train, Dataset test) {
   const bool handedIn = train.size() > 0;
   if (!handedIn) {
     if (o.dataset == "synthetic") {
-      train = makeSyntheticDataset(std::max<int64_t>(o.trainSamples, 1024), 1, 28, 28, 10, o.seed);
-      test =
-          makeSyntheticDataset(std::max<int64_t>(o.evalSamples, 1024), 1, 28, 28, 10, o.seed + 1);
+      const auto& shape = o.syntheticShape;
+      train = makeSyntheticDataset(std::max<int64_t>(o.trainSamples, 1024), shape[0], shape[1],
+                                   shape[2], o.syntheticClasses, o.seed);
+      test = makeSyntheticDataset(std::max<int64_t>(o.evalSamples, 1024), shape[0], shape[1],
+                                  shape[2], o.syntheticClasses, o.seed + 1);
     } else {
       train = loadFashionMnist(o.path, "train");
       test = loadFashionMnist(o.path, "test");
@@ -209,6 +211,13 @@ DataOptions dataOptionsFor(const Config& c) {
   o.cropScale = c.getFloatList("data.crop_scale");
   o.cropRatio = c.getFloatList("data.crop_ratio");
   o.evalCrop = c.getFloat("data.eval_crop");
+  o.syntheticShape = c.getIntList("data.synthetic_shape");
+  o.syntheticClasses = c.getInt("data.synthetic_classes");
+  BIGBATCH_REQUIRE(o.syntheticShape.size() == 3 && o.syntheticShape[0] >= 1 &&
+                       o.syntheticShape[1] >= 1 && o.syntheticShape[2] >= 1,
+                   InvalidArgument,
+                   "data.synthetic_shape must be [channels, height, width], each >= 1 (e.g. "
+                   "[3, 224, 224])");
   o.seed = static_cast<uint64_t>(c.getInt("run.seed"));
   return o;
 }

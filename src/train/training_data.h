@@ -42,6 +42,8 @@ struct DataOptions {
   bool randomResizedCrop = true;  // folders
   std::vector<double> cropScale = {0.08, 1.0}, cropRatio = {3.0 / 4.0, 4.0 / 3.0};
   double evalCrop = 0.875;
+  std::vector<int64_t> syntheticShape = {1, 28, 28};  // channels, height, width
+  int64_t syntheticClasses = 10;
   uint64_t seed = 1;
 };
 

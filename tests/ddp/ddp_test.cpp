@@ -239,6 +239,61 @@ TEST(Ddp, HalfExchangeMatchesFloatExchangeWithinRounding) {
   }
 }
 
+// The host-staged exchange (device_staging.h; the GPU path without NCCL),
+// run here on CPU buckets: each bucket goes through its own host mirror and
+// back, so the gradients must equal the unstaged exchange's bit for bit —
+// with overlap and without, fp32 and fp16 on the wire, several buckets, an
+// unused parameter and two rounds.
+TEST(Ddp, HostStagedExchangeEqualsTheDirectOneBitForBit) {
+  for (DataType type : {DataType::kFloat32, DataType::kFloat16}) {
+    for (bool overlap : {true, false}) {
+      std::vector<std::vector<torch::Tensor>> direct(2), staged(2);
+      for (bool stage : {false, true}) {
+        withRanks(3, {7, 7, 7}, [&](int r, Communicator& comm, Net& net) {
+          DdpOptions o;
+          o.fusionBytes = 64;
+          o.overlap = overlap;
+          o.exchangeType = type;
+          o.allreduce = "ring";
+          o.stageThroughHost = stage;
+          DistributedDataParallel ddp(net, comm, o);
+          for (int round = 0; round < 2; ++round) {
+            ddp.zeroGrad();
+            ddp.beginBackward(true);
+            net.forward(inputFor(r).mul(round + 1)).pow(2).sum().backward();
+            ddp.finishBackward();
+            if (r != 1) continue;
+            for (auto& p : net.parameters())
+              (stage ? staged : direct)[round].push_back(p.grad().clone());
+          }
+        });
+      }
+      for (int round = 0; round < 2; ++round) {
+        ASSERT_EQ(staged[round].size(), direct[round].size());
+        for (size_t i = 0; i < direct[round].size(); ++i) {
+          EXPECT_TRUE(torch::equal(staged[round][i], direct[round][i]))
+              << dataTypeName(type) << " overlap " << overlap << " round " << round << " param "
+              << i;
+        }
+      }
+    }
+  }
+}
+
+TEST(Ddp, HostStagedExchangeRefusesPartitionedState) {
+  withRanks(2, {7, 7}, [&](int, Communicator& comm, Net& net) {
+    DdpOptions o;
+    o.partition = true;
+    o.stageThroughHost = true;
+    try {
+      DistributedDataParallel ddp(net, comm, o);
+      ADD_FAILURE() << "a partitioned, staged exchange was accepted";
+    } catch (const InvalidArgument& e) {
+      EXPECT_NE(std::string(e.what()).find("ddp.partition = none"), std::string::npos) << e.what();
+    }
+  });
+}
+
 TEST(Ddp, PartitionedShardsTileTheModelAndHoldTheSummedGradients) {
   const int n = 3;
   std::vector<torch::Tensor> want = referenceGradients(n);

@@ -203,6 +203,42 @@ TEST(MixedPrecisionRun, Fp16ComputeOnCpuIsRefusedBeforeAnyWork) {
   }
 }
 
+// The CPU build refuses run.device = "cuda" in the config check, before any
+// worker is launched or run directory made (the run's set-up checks again,
+// for configs that skip it); the message names the CUDA build and the CPU
+// fallback.
+TEST(DeviceChoice, CudaOnTheCpuBuildIsRefusedBeforeAnyWork) {
+  Config c = defaultTrainingConfig();
+  c.set("run.device=cuda");
+  const auto named = [](const std::string& message) {
+    return message.find("scripts/build-cuda") != std::string::npos &&
+           message.find("run.device = \"cpu\"") != std::string::npos;
+  };
+  try {
+    validateTrainingConfig(c);
+    FAIL() << "run.device = cuda accepted by the CPU build";
+  } catch (const InvalidArgument& e) {
+    EXPECT_TRUE(named(e.what())) << e.what();
+  }
+  // Through train(): refused, and nothing written.
+  const std::string dir = ::testing::TempDir() + "/device_refused";
+  std::filesystem::remove_all(dir);
+  auto comms = makeInProcessGroup(1);
+  TrainOptions o;
+  o.comm = comms[0].get();
+  o.runDir = dir;
+  o.verbosity = Verbosity::kQuiet;
+  c.set("data.dataset=synthetic");
+  auto jobs = seededJobs(1);
+  try {
+    train(c, o, jobs[0]);
+    FAIL() << "a run on run.device = cuda started on the CPU build";
+  } catch (const InvalidArgument& e) {
+    EXPECT_TRUE(named(e.what())) << e.what();
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir)) << "a refused run left a run directory";
+}
+
 // Two in-process ranks start a short synthetic run in `dir`, each set up by
 // `adjust`; returns what each rank caught: a MismatchError's message, "wrong
 // error type: ..." for any other error, or "" when its run finished.

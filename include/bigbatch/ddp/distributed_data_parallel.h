@@ -57,6 +57,10 @@
 
 namespace bigbatch {
 
+namespace ddp_detail {
+class DeviceStaging;
+}
+
 struct DdpOptions {
   // Gradient bytes per bucket; 0: "auto" — fusion autotuning (below).
   size_t fusionBytes = size_t{1} << 20;
@@ -92,6 +96,10 @@ struct DdpOptions {
   // Marks every exchange so a stall (a peer that stopped answering inside a
   // call without a deadline) is caught; null: no watchdog.
   StallWatchdog* watchdog = nullptr;
+  // Reduce each bucket through a host mirror (src/ddp/device_staging.h):
+  // always so when the model is on a GPU (the host collectives read host
+  // memory); on CPU only to test that path.
+  bool stageThroughHost = false;
 };
 
 // This rank's slice of one parameter under DdpOptions::partition: elements
@@ -204,6 +212,8 @@ class DistributedDataParallel {
   std::vector<std::string> names_;
   std::vector<Bucket> layout_;
   std::vector<torch::Tensor> buffers_;  // one flat fp32 tensor per bucket
+  bool staged_ = false;                 // buckets reduced through host mirrors
+  std::unique_ptr<ddp_detail::DeviceStaging> staging_;
   bool partitioned_ = false;
   std::vector<torch::Tensor> weights_;  // partitioned: the flat weight buckets
   std::vector<ParameterShard> shards_;

@@ -48,7 +48,10 @@
 namespace bigbatch {
 namespace optim_detail {
 class MultiTensorPlan;
-}
+class DeviceStep;
+struct FusedTensor;
+struct FusedHyper;
+}  // namespace optim_detail
 
 struct NamedParameter {
   std::string name;
@@ -141,8 +144,18 @@ class Optimizer {
   const std::vector<NamedParameter>& params() const { return params_; }
   bool excluded(size_t i) const { return excluded_[i]; }
   int64_t steps() const { return steps_; }
-  // Whether the next step takes the fused path (false: per-tensor ATen calls).
+  // Whether the next step takes the fused CPU path (false: the device's
+  // fused kernels, or per-tensor ATen calls).
   bool fusedEligible() const;
+  // Whether it takes the fused kernels of a CUDA device (src/optim/fused_step.h):
+  // the CUDA build, parameters in CUDA memory, optim.fused, not partitioned.
+  bool deviceFusedEligible() const;
+  // The step as those kernels take it: one entry per parameter pointing at
+  // its weight, gradient and state, with its group's lr and decay, and the
+  // rule's hyperparameters. Public so the tests can run the same table on
+  // the host (fusedStepOnHost).
+  void describeFusedStep(const StepHyper& h, std::vector<optim_detail::FusedTensor>& tensors,
+                         optim_detail::FusedHyper& hyper);
 
   // K-FAC (kfac_preconditioner.h) over the regular parameters of rank 2 and
   // 4 whose factors fit options.maxDim: from then on step() first rewrites
@@ -173,6 +186,9 @@ class Optimizer {
 
   virtual StepResult stepFused(const StepHyper& h) = 0;
   virtual StepResult stepPerTensor(const StepHyper& h) = 0;
+  // The rule and its hyperparameters for the device kernels (gradScale is
+  // filled in by the caller).
+  virtual void fusedHyper(const StepHyper& h, optim_detail::FusedHyper& out) const = 0;
 
   // Per-parameter state buffers, each shaped (and strided) like its parameter.
   void addBuffer(const std::string& name);
@@ -204,7 +220,13 @@ class Optimizer {
   int64_t steps_ = 0;  // applied steps (LAMB's bias-correction t)
 
  private:
+  // Same-layout fp32 dense weights, gradients and buffers (what either
+  // fused path indexes element by element).
+  bool denseFp32() const;
+  StepResult stepOnDevice(const StepHyper& h);
+
   std::unique_ptr<optim_detail::MultiTensorPlan> plan_;
+  std::unique_ptr<optim_detail::DeviceStep> deviceStep_;
   std::unique_ptr<KfacPreconditioner> kfac_;
   ShardReduction shards_;
 };

@@ -1,0 +1,84 @@
+# CUDA: the variant build, and the compile check of every CUDA source.
+#
+# BIGBATCH_CUDA=ON builds the trainer for CUDA devices (run.device = "cuda"):
+# libtorch must be a CUDA build (the C++ API of a PyTorch 2.x wheel;
+# scripts/build-cuda finds it), every module is compiled with
+# BIGBATCH_WITH_CUDA=1, and the CUDA sources (the fused optimizer kernels)
+# link into the trainer.
+#
+# BIGBATCH_CUDA=OFF (the default: Debian's CPU libtorch 1.13): when nvcc is
+# found, the same CUDA sources still compile, into libraries nothing links —
+# so work done on machines without a GPU cannot break them unnoticed (CI has
+# the toolkit, not the GPU). BIGBATCH_CUDA_CHECK=OFF skips that.
+option(BIGBATCH_CUDA_CHECK "Compile the CUDA sources in a CPU build when nvcc is found" ON)
+# Device code for these architectures (sm_90: the H100/H200 the project checks on).
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  set(CMAKE_CUDA_ARCHITECTURES 90)
+endif()
+
+# fmt: PyTorch 2.x wheels ship fmt 12 headers in torch/include; they would
+# shadow the system fmt that spdlog is built against and that we link (fmt 9
+# on Debian 12 and Ubuntu 24.04), and mixing the two does not compile. A
+# folder holding only a link to the system fmt goes first on every include
+# path. Debian's libtorch 1.13 ships no fmt headers: nothing to do there.
+get_target_property(_fmt_inc fmt::fmt INTERFACE_INCLUDE_DIRECTORIES)
+list(GET _fmt_inc 0 _fmt_inc)
+set(_bigbatch_torch_fmt "")
+foreach(_dir ${TORCH_INCLUDE_DIRS})
+  # Debian's libtorch lists /usr/include itself: that fmt is the system one.
+  if(EXISTS "${_dir}/fmt/core.h" AND NOT _dir STREQUAL _fmt_inc)
+    set(_bigbatch_torch_fmt "${_dir}")
+  endif()
+endforeach()
+if(_bigbatch_torch_fmt)
+  set(_shim "${CMAKE_BINARY_DIR}/fmt_shim")
+  file(MAKE_DIRECTORY "${_shim}")
+  file(CREATE_LINK "${_fmt_inc}/fmt" "${_shim}/fmt" SYMBOLIC)
+  include_directories(BEFORE SYSTEM "${_shim}")
+  message(STATUS "bigbatch: ${_bigbatch_torch_fmt}/fmt shadowed by the system fmt (${_fmt_inc}/fmt)")
+endif()
+
+set(BIGBATCH_HAVE_NVCC OFF)
+if(BIGBATCH_CUDA)
+  if(NOT TARGET torch_cuda AND NOT TORCH_CUDA_LIBRARIES)
+    message(FATAL_ERROR
+      "BIGBATCH_CUDA=ON needs a CUDA build of libtorch, but ${TORCH_LIBRARY} has no CUDA. "
+      "Point CMAKE_PREFIX_PATH at a CUDA PyTorch wheel's "
+      "$(python3 -c 'import torch; print(torch.utils.cmake_prefix_path)') "
+      "(scripts/build-cuda does), or build without -DBIGBATCH_CUDA=ON")
+  endif()
+  enable_language(CUDA)
+  find_package(CUDAToolkit REQUIRED)
+  set(BIGBATCH_HAVE_NVCC ON)
+  add_compile_definitions(BIGBATCH_WITH_CUDA=1)
+  # PyTorch's CMake files replace CMAKE_CUDA_ARCHITECTURES by -gencode flags
+  # from TORCH_CUDA_ARCH_LIST (scripts/build-cuda sets it).
+  message(STATUS "bigbatch: CUDA variant (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
+                 "TORCH_CUDA_ARCH_LIST '${TORCH_CUDA_ARCH_LIST}')")
+elseif(BIGBATCH_CUDA_CHECK)
+  include(CheckLanguage)
+  check_language(CUDA)
+  if(CMAKE_CUDA_COMPILER)
+    enable_language(CUDA)
+    find_package(CUDAToolkit)
+    if(CUDAToolkit_FOUND)
+      set(BIGBATCH_HAVE_NVCC ON)
+      message(STATUS "bigbatch: CPU build; CUDA sources compiled as a check (nvcc "
+                     "${CMAKE_CUDA_COMPILER_VERSION})")
+    endif()
+  endif()
+  if(NOT BIGBATCH_HAVE_NVCC)
+    message(STATUS "bigbatch: no CUDA toolkit found; the CUDA sources are not compiled")
+  endif()
+endif()
+
+# bigbatch_cuda_library(NAME SOURCES...): CUDA kernels with a plain C++
+# interface (no torch header), compiled with the project's flags.
+function(bigbatch_cuda_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/include)
+  target_link_libraries(${name} PUBLIC CUDA::cudart ${ARG_DEPS})
+  set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
+  target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall>)
+endfunction()

@@ -1,0 +1,134 @@
+#!/usr/bin/env python3
+"""Collects scripts/device-check's outputs in OUT_DIR into results.json and
+table.md, each figure beside the issue's target. Missing parts (a section
+that failed or was not run) are reported as missing, never guessed.
+
+  scripts/device_check_table.py OUT_DIR
+"""
+import csv
+import json
+import os
+import re
+import sys
+
+
+def jsonl(path):
+    if not os.path.exists(path):
+        return []
+    with open(path) as f:
+        return [json.loads(line) for line in f if line.strip().startswith("{")]
+
+
+def last_epoch(run_dir):
+    path = os.path.join(run_dir, "metrics.csv")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        rows = list(csv.DictReader(f))
+    return rows[-1] if rows else None
+
+
+def summary(run_dir):
+    path = os.path.join(run_dir, "summary.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as f:
+        return json.load(f)
+
+
+def fmt(x, spec=".1f"):
+    return "missing" if x is None else format(x, spec)
+
+
+def main(out):
+    r = {"sections": jsonl(os.path.join(out, "sections.jsonl"))}
+    lines = ["# scripts/device-check", ""]
+    if os.path.exists(os.path.join(out, "machine.txt")):
+        lines += ["Machine: " + open(os.path.join(out, "machine.txt")).read().strip().replace("\n", "; "), ""]
+    lines += ["| section | rc | s |", "|---|---|---|"]
+    lines += [f"| {s['section']} | {s['rc']} | {s['seconds']} |" for s in r["sections"]]
+
+    # The cuda test label.
+    test_log = os.path.join(out, "test.log")
+    if os.path.exists(test_log):
+        m = re.search(r"(\d+)% tests passed, (\d+) tests failed out of (\d+)", open(test_log).read())
+        if m:
+            r["cuda_tests"] = {"failed": int(m.group(2)), "total": int(m.group(3))}
+            lines += ["", f"CUDA tests: {int(m.group(3)) - int(m.group(2))}/{m.group(3)} passed"]
+
+    # Fused optimizer step.
+    ours = {row["optimizer"]: row for row in jsonl(os.path.join(out, "optim_bigbatch.jsonl"))}
+    theirs = {row["form"]: row for row in jsonl(os.path.join(out, "optim_pytorch.jsonl"))}
+    if ours:
+        r["optim"] = {"bigbatch": ours, "pytorch": theirs}
+        lines += ["", "## Optimizer step, ResNet-50's 161 tensors (target: LARS <= 0.25 ms and >= 8x torch._foreach)", "",
+                  "| optimizer | fused ms | bigbatch per-tensor ms | bound ms | of bound | torch._foreach ms | torch loop ms | vs _foreach |",
+                  "|---|---|---|---|---|---|---|---|"]
+        foreach = theirs.get("foreach", {}).get("ms")
+        loop = theirs.get("per_tensor", {}).get("ms")
+        for name, row in ours.items():
+            versus = foreach / row["fused_ms"] if foreach and name == "lars" else None
+            lines.append(f"| {name} | {row['fused_ms']:.3f} | {row['naive_ms']:.3f} | {row['bound_ms']:.3f} | "
+                         f"{row['of_bound']:.2f} | {fmt(foreach if name == 'lars' else None, '.3f')} | "
+                         f"{fmt(loop if name == 'lars' else None, '.3f')} | {fmt(versus, '.1f')} |")
+
+    # ResNet-50 training.
+    pt = {row["precision"]: row["img_s"] for row in jsonl(os.path.join(out, "resnet50_pytorch.jsonl"))}
+    rows = []
+    for ours_p, theirs_p in (("fp32", "tf32"), ("bf16", "bf16"), ("fp16", "fp16")):
+        e = last_epoch(os.path.join(out, f"resnet50-{ours_p}"))
+        img_s = float(e["img_s"]) if e else None
+        data = float(e["data_s"]) / float(e["epoch_time_s"]) if e and float(e["epoch_time_s"]) > 0 else None
+        ref = pt.get(theirs_p)
+        rows.append({"precision": theirs_p, "bigbatch_img_s": img_s, "pytorch_img_s": ref,
+                     "ratio": img_s / ref if img_s and ref else None, "data_wait_share": data})
+    if any(x["bigbatch_img_s"] or x["pytorch_img_s"] for x in rows):
+        r["resnet50"] = rows
+        lines += ["", "## ResNet-50 training, batch 256, synthetic 224x224 (target: >= 1.0x PyTorch eager at bf16 and fp16, goal 1.15x)", "",
+                  "| precision | bigbatch img/s | PyTorch eager img/s | ratio | data wait share |", "|---|---|---|---|---|"]
+        for x in rows:
+            lines.append(f"| {x['precision']} | {fmt(x['bigbatch_img_s'], '.0f')} | {fmt(x['pytorch_img_s'], '.0f')} | "
+                         f"{fmt(x['ratio'], '.2f')} | {fmt(x['data_wait_share'], '.3f')} |")
+
+    # The default recipe on the GPU.
+    s = summary(os.path.join(out, "recipe-gpu"))
+    if s:
+        r["recipe"] = {k: s.get(k) for k in ("reached_target", "final_accuracy", "best_accuracy", "epochs",
+                                               "time_to_target_s", "train_time_s", "throughput_img_s", "device")}
+        lines += ["", "## Default recipe on the GPU (target: 92 %)", "",
+                  f"reached {s.get('reached_target')}: final {100 * s.get('final_accuracy', 0):.2f} % after "
+                  f"{s.get('epochs')} epochs, time to target {s.get('time_to_target_s')} s, "
+                  f"{s.get('throughput_img_s', 0):.0f} img/s on {s.get('device')}"]
+
+    # CPU weak scaling.
+    scaling = []
+    for n in (1, 2, 4, 8, 16):
+        e = last_epoch(os.path.join(out, f"scaling-np{n}"))
+        p = jsonl(os.path.join(out, f"scaling_pytorch_np{n}.json"))
+        if e or p:
+            scaling.append({"ranks": n, "bigbatch_img_s": float(e["img_s"]) if e else None,
+                            "pytorch_img_s": p[0]["img_s"] if p else None})
+    if scaling:
+        base = {k: next((x[k] for x in scaling if x["ranks"] == 1 and x[k]), None)
+                for k in ("bigbatch_img_s", "pytorch_img_s")}
+        for x in scaling:
+            for k, e in (("bigbatch_img_s", "bigbatch_efficiency"), ("pytorch_img_s", "pytorch_efficiency")):
+                x[e] = x[k] / (x["ranks"] * base[k]) if x[k] and base[k] else None
+            x["ratio"] = x["bigbatch_img_s"] / x["pytorch_img_s"] if x["bigbatch_img_s"] and x["pytorch_img_s"] else None
+        r["scaling"] = scaling
+        lines += ["", "## CPU weak scaling, default CNN, 64 images and 1 thread per rank (target at 16: efficiency >= 0.8, >= 1.5x PyTorch DDP)", "",
+                  "| ranks | bigbatch img/s | efficiency | PyTorch DDP img/s | efficiency | ratio |", "|---|---|---|---|---|---|"]
+        for x in scaling:
+            lines.append(f"| {x['ranks']} | {fmt(x['bigbatch_img_s'], '.0f')} | {fmt(x['bigbatch_efficiency'], '.2f')} | "
+                         f"{fmt(x['pytorch_img_s'], '.0f')} | {fmt(x['pytorch_efficiency'], '.2f')} | {fmt(x['ratio'], '.2f')} |")
+
+    with open(os.path.join(out, "results.json"), "w") as f:
+        json.dump(r, f, indent=2)
+    with open(os.path.join(out, "table.md"), "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])

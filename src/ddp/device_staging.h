@@ -1,0 +1,59 @@
+// DeviceStaging: the host side of a gradient exchange whose buckets live in
+// device memory, for the host collectives (MPI, shared memory) to reduce —
+// the path when NCCL is absent or several ranks share one GPU.
+//
+// Per bucket b (S bytes): ready(b) marks, on the stream that ran the
+// backward, the point after which b's gradients are final; toHost(b) copies
+// the bucket into a pinned host mirror (S bytes device -> host) on a copy
+// stream that first waits for that mark, and waits for the copy; the
+// collective then runs on the mirror; toDevice(b) copies it back (S bytes
+// host -> device) on the copy stream and waits. So when the communication
+// thread reports b done the device holds the sum, and the optimizer, which
+// the compute thread enqueues only after finishBackward(), reads it in
+// stream order. Pinned mirrors are allocated once per layout (page-locking
+// is slow) and make the copies DMA transfers that overlap the backward.
+//
+// Buckets in host memory may be staged too (DdpOptions::stageThroughHost):
+// the copies are then plain memory copies and there is nothing to wait for
+// — which lets the tests run this path without a GPU.
+//
+// Threading: ready() is called on the thread that runs the backward (the
+// autograd device thread on CUDA), toHost()/toDevice() on the thread that
+// holds the communicator; a bucket is never in both at once (the DDP hands
+// b to the communication thread only after ready(b)). Internal to src/ddp.
+#pragma once
+
+#include <c10/core/Event.h>
+#include <c10/core/Stream.h>
+#include <torch/torch.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+namespace bigbatch::ddp_detail {
+
+class DeviceStaging {
+ public:
+  // `buckets`: the flat fp32 gradient buckets, all on one device.
+  explicit DeviceStaging(const std::vector<torch::Tensor>& buckets);
+
+  // Compute side: bucket b's gradients are written (in stream order).
+  void ready(size_t b);
+  // Communication side: b's values in its host mirror.
+  float* toHost(size_t b);
+  // Communication side: elements [begin, end) of b's mirror back to b.
+  void toDevice(size_t b, int64_t begin, int64_t end);
+  void toDevice(size_t b) { toDevice(b, 0, buckets_[b].numel()); }
+
+  const torch::Device& device() const { return device_; }
+
+ private:
+  torch::Device device_{torch::kCPU};
+  std::vector<torch::Tensor> buckets_;
+  std::vector<torch::Tensor> host_;                 // pinned on CUDA
+  std::vector<std::unique_ptr<c10::Event>> ready_;  // CUDA only
+  std::optional<c10::Stream> copyStream_;           // CUDA only
+};
+
+}  // namespace bigbatch::ddp_detail

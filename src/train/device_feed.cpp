@@ -1,0 +1,56 @@
+#include "device_feed.h"
+
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+
+namespace bigbatch::train_detail {
+
+DeviceFeed::DeviceFeed(InputPipeline& pipeline, const torch::Device& device)
+    : pipeline_(pipeline), device_(device) {
+  if (device_.is_cpu()) return;
+  const c10::impl::VirtualGuardImpl impl(device_.type());
+  copyStream_ = impl.getStreamFromGlobalPool(device_);
+  arrived_ = std::make_unique<c10::Event>(device_.type());
+}
+
+bool DeviceFeed::fetch() {
+  PipelineBatch b;
+  if (!pipeline_.next(b)) {
+    ended_ = true;
+    return false;
+  }
+  if (b.size() > 0) {
+    torch::NoGradGuard noGrad;
+    // Destinations allocated on the compute stream (see the header).
+    torch::Tensor images = torch::empty(b.images.sizes(), b.images.options().device(device_));
+    torch::Tensor labels = torch::empty(b.labels.sizes(), b.labels.options().device(device_));
+    const torch::Tensor pinnedImages = b.images.pin_memory();
+    const torch::Tensor pinnedLabels = b.labels.pin_memory();
+    const c10::StreamGuard onCopyStream(*copyStream_);
+    images.copy_(pinnedImages, /*non_blocking=*/true);
+    labels.copy_(pinnedLabels, /*non_blocking=*/true);
+    arrived_->record(*copyStream_);
+    b.images = images;
+    b.labels = labels;
+  }
+  ahead_ = std::move(b);
+  return true;
+}
+
+void DeviceFeed::prefetch() {
+  if (copyStream_ && !ahead_ && !ended_) fetch();
+}
+
+bool DeviceFeed::next(PipelineBatch& batch) {
+  if (!copyStream_) return pipeline_.next(batch);
+  if (!ahead_ && (ended_ || !fetch())) return false;
+  batch = std::move(*ahead_);
+  ahead_.reset();
+  if (batch.size() > 0) {
+    const c10::impl::VirtualGuardImpl impl(device_.type());
+    arrived_->block(impl.getStream(device_));  // the compute stream waits, not the host
+  }
+  return true;
+}
+
+}  // namespace bigbatch::train_detail

@@ -1,0 +1,71 @@
+#include "run_device.h"
+
+#include <fmt/format.h>
+
+#include "bigbatch/common/error.h"
+
+#ifdef BIGBATCH_WITH_CUDA
+#include <ATen/Context.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <cuda_runtime_api.h>
+#endif
+
+namespace bigbatch::train_detail {
+
+bool builtWithCuda() {
+#ifdef BIGBATCH_WITH_CUDA
+  return true;
+#else
+  return false;
+#endif
+}
+
+void checkCudaBuilt() {
+  BIGBATCH_REQUIRE(builtWithCuda(), InvalidArgument,
+                   "run.device = \"cuda\", but this bigbatch is the CPU build (Debian's libtorch "
+                   "has no CUDA). Build the CUDA variant with scripts/build-cuda (docs/GPU.md) "
+                   "and run build-cuda/apps/bigbatch, or set run.device = \"cpu\"");
+}
+
+RunDevice resolveRunDevice(const std::string& name, int localRank, int localSize, bool tf32) {
+  RunDevice d;
+  d.tf32 = tf32;
+  if (name == "cpu") {
+    d.description = "cpu";
+    return d;
+  }
+  BIGBATCH_REQUIRE(name == "cuda", InvalidArgument,
+                   "run.device = \"{}\" is not a device; use \"cpu\" or \"cuda\"", name);
+  checkCudaBuilt();
+#ifdef BIGBATCH_WITH_CUDA
+  BIGBATCH_REQUIRE(torch::cuda::is_available(), InvalidArgument,
+                   "run.device = \"cuda\", but libtorch sees no GPU (the CUDA runtime reports "
+                   "{} device(s)): check nvidia-smi and CUDA_VISIBLE_DEVICES, use the CUDA build "
+                   "of libtorch, or set run.device = \"cpu\"",
+                   torch::cuda::device_count());
+  d.gpusOnHost = static_cast<int>(torch::cuda::device_count());
+  const int index = localRank % d.gpusOnHost;
+  d.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
+  d.ranksPerGpu = (localSize + d.gpusOnHost - 1) / d.gpusOnHost;
+  cudaDeviceProp prop{};
+  const bool named = cudaGetDeviceProperties(&prop, index) == cudaSuccess;
+  d.description = fmt::format("cuda:{} ({}, {:.0f} GiB){}", index, named ? prop.name : "?",
+                              named ? static_cast<double>(prop.totalGlobalMem) / (1 << 30) : 0.0,
+                              d.ranksPerGpu > 1
+                                  ? fmt::format(", shared by {} ranks of this host", d.ranksPerGpu)
+                                  : std::string());
+#endif
+  return d;
+}
+
+void makeCurrent(const RunDevice& d) {
+#ifdef BIGBATCH_WITH_CUDA
+  if (!d.device.is_cuda()) return;
+  c10::cuda::set_device(d.device.index());
+  at::globalContext().setBenchmarkCuDNN(true);
+  at::globalContext().setAllowTF32CuDNN(d.tf32);
+  at::globalContext().setAllowTF32CuBLAS(d.tf32);
+#endif
+}
+
+}  // namespace bigbatch::train_detail
