@@ -451,9 +451,10 @@ void validateTrainingConfig(const Config& c) {
                      r, d, a);
     }
   }
-  // run.device first: a CPU build refuses "cuda" before any worker starts.
+  // run.device first: "cuda" is refused before any worker starts by a CPU
+  // build, or where no GPU is visible.
   const bool onCuda = c.getString("run.device") == "cuda";
-  if (onCuda) train_detail::checkCudaBuilt();
+  if (onCuda) train_detail::checkCudaAvailable();
   if (c.getString("amp.precision") == "fp16") {
     checkPrecisionSupported(Precision::kFp16,
                             onCuda ? c10::DeviceType::CUDA : c10::DeviceType::CPU);

@@ -63,7 +63,7 @@ std::string firstNonFiniteGradient(torch::nn::Module& model) {
 std::string packRankState(torch::nn::Module& model) {
   c10::Dict<std::string, at::Tensor> own;
   for (const auto& item : model.named_buffers()) {
-    own.insert(item.key(), item.value().detach().contiguous().clone());
+    own.insert(item.key(), item.value().detach().to(torch::kCPU).contiguous().clone());
   }
   own.insert("<rng>", at::detail::getDefaultCPUGenerator().get_state());
   const std::vector<char> bytes = torch::pickle_save(c10::IValue(own));

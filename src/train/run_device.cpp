@@ -27,6 +27,15 @@ void checkCudaBuilt() {
                    "and run build-cuda/apps/bigbatch, or set run.device = \"cpu\"");
 }
 
+void checkCudaAvailable() {
+  checkCudaBuilt();
+  BIGBATCH_REQUIRE(torch::cuda::is_available(), InvalidArgument,
+                   "run.device = \"cuda\", but libtorch sees no GPU (the CUDA runtime reports "
+                   "{} device(s)): check nvidia-smi and CUDA_VISIBLE_DEVICES, or set "
+                   "run.device = \"cpu\"",
+                   torch::cuda::device_count());
+}
+
 RunDevice resolveRunDevice(const std::string& name, int localRank, int localSize, bool tf32) {
   RunDevice d;
   d.tf32 = tf32;
@@ -36,13 +45,8 @@ RunDevice resolveRunDevice(const std::string& name, int localRank, int localSize
   }
   BIGBATCH_REQUIRE(name == "cuda", InvalidArgument,
                    "run.device = \"{}\" is not a device; use \"cpu\" or \"cuda\"", name);
-  checkCudaBuilt();
+  checkCudaAvailable();
 #ifdef BIGBATCH_WITH_CUDA
-  BIGBATCH_REQUIRE(torch::cuda::is_available(), InvalidArgument,
-                   "run.device = \"cuda\", but libtorch sees no GPU (the CUDA runtime reports "
-                   "{} device(s)): check nvidia-smi and CUDA_VISIBLE_DEVICES, use the CUDA build "
-                   "of libtorch, or set run.device = \"cpu\"",
-                   torch::cuda::device_count());
   d.gpusOnHost = static_cast<int>(torch::cuda::device_count());
   const int index = localRank % d.gpusOnHost;
   d.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));

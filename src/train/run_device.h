@@ -28,8 +28,10 @@ struct RunDevice {
 // True when this binary was built for CUDA (BIGBATCH_CUDA=ON).
 bool builtWithCuda();
 
-// Throws InvalidArgument naming the fix when this is the CPU build.
+// Throws InvalidArgument naming the fix when this is the CPU build; the
+// second also when no GPU is visible to this process.
 void checkCudaBuilt();
+void checkCudaAvailable();
 
 // Throws InvalidArgument naming the fix: "cuda" on a CPU build, or on a
 // machine where no GPU is visible; any other name.

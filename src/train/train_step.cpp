@@ -101,7 +101,14 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
     logits = logits.to(torch::kFloat);  // the loss in fp32 whatever the compute type
     const torch::Tensor lossSum = torch::nn::functional::cross_entropy(logits, labels, lossOptions);
     torch::Tensor loss = lossSum * lossFactor;
-    const double v = lossSum.item<double>();
+    // The loss and the correct count in one read-back (on a GPU, the one
+    // wait for the forward).
+    const torch::Tensor readBack =
+        torch::stack({lossSum.detach().to(torch::kDouble),
+                      logits.argmax(1).eq(labels).sum().to(torch::kDouble)})
+            .to(torch::kCPU);
+    const double v = readBack[0].item<double>();
+    const double correct = readBack[1].item<double>();
     // A non-finite loss poisons this rank's gradients, and the exchange
     // carries the NaN to every rank: all ranks then see a non-finite
     // gradient in the optimizer's norm pass and skip or stop together.
@@ -115,7 +122,7 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
     if (!poisoned) {
       out.lossSum += v;
       tally.lossSum += v;
-      tally.correct += static_cast<double>(logits.argmax(1).eq(labels).sum().item<int64_t>());
+      tally.correct += correct;
       tally.seen += static_cast<double>(batch.size());
     }
     times.data += seconds(t0, t1);
