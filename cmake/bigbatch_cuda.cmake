@@ -51,6 +51,12 @@ if(BIGBATCH_CUDA)
   find_package(CUDAToolkit REQUIRED)
   set(BIGBATCH_HAVE_NVCC ON)
   add_compile_definitions(BIGBATCH_WITH_CUDA=1)
+  # PyTorch 2.x wheels export libstdc++ symbols they link statically
+  # (std::filesystem among them; pytorch/pytorch#133437). Listed before
+  # libtorch, a program's std::filesystem calls would bind to those copies,
+  # which crash (remove_all, seen with 2.11). Naming libstdc++ first among an
+  # executable's libraries makes the dynamic linker find the real ones.
+  add_link_options("LINKER:--no-as-needed" "-lstdc++" "LINKER:--as-needed")
   # PyTorch's CMake files replace CMAKE_CUDA_ARCHITECTURES by -gencode flags
   # from TORCH_CUDA_ARCH_LIST (scripts/build-cuda sets it).
   message(STATUS "bigbatch: CUDA variant (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "
