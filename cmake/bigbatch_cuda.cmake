@@ -78,6 +78,27 @@ elseif(BIGBATCH_CUDA_CHECK)
   endif()
 endif()
 
+# NCCL (the GPU gradient exchange, src/comm/nccl): the toolkit's copy, NCCL_ROOT,
+# or the one a PyTorch wheel brings (site-packages/nvidia/nccl, which ships
+# only libnccl.so.2). Compiled wherever nvcc is; linked into the CUDA variant.
+set(BIGBATCH_HAVE_NCCL OFF)
+if(BIGBATCH_HAVE_NVCC)
+  set(_nccl_hints $ENV{NCCL_ROOT} ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR})
+  if(Torch_DIR)
+    list(APPEND _nccl_hints "${Torch_DIR}/../../../../nvidia/nccl")
+  endif()
+  find_path(NCCL_INCLUDE_DIR nccl.h HINTS ${_nccl_hints} ${CUDAToolkit_INCLUDE_DIRS}
+            PATH_SUFFIXES include)
+  find_library(NCCL_LIBRARY NAMES nccl libnccl.so.2 HINTS ${_nccl_hints} ${CUDAToolkit_LIBRARY_DIR}
+               PATH_SUFFIXES lib lib64)
+  if(NCCL_INCLUDE_DIR AND NCCL_LIBRARY)
+    set(BIGBATCH_HAVE_NCCL ON)
+    message(STATUS "bigbatch: NCCL ${NCCL_LIBRARY} (${NCCL_INCLUDE_DIR}/nccl.h)")
+  else()
+    message(STATUS "bigbatch: no NCCL found (set NCCL_ROOT); GPU ranks exchange through the host")
+  endif()
+endif()
+
 # bigbatch_cuda_library(NAME SOURCES...): CUDA kernels with a plain C++
 # interface (no torch header), compiled with the project's flags.
 function(bigbatch_cuda_library name)

@@ -14,6 +14,7 @@
 #include "bigbatch/common/hash.h"
 #include "bigbatch/common/logging.h"
 #include "device_staging.h"
+#include "nccl_exchange.h"
 
 namespace bigbatch {
 namespace {
@@ -93,8 +94,15 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, Commu
       dataTypeName(options_.exchangeType));
   partitioned_ = options_.partition && size_ > 1;
   const bool onDevice = !params_.empty() && !params_.front().device().is_cpu();
-  staged_ = size_ > 1 && (options_.stageThroughHost || onDevice);
-  BIGBATCH_REQUIRE(!(partitioned_ && staged_), InvalidArgument,
+  onNccl_ = size_ > 1 && options_.nccl != nullptr;
+  BIGBATCH_REQUIRE(!onNccl_ || (onDevice && options_.ncclStream &&
+                                options_.ncclStream->device() == params_.front().device()),
+                   InvalidArgument,
+                   "the NCCL exchange needs the model on the GPU of its stream (model on {}); "
+                   "move the model first, or leave DdpOptions::nccl null",
+                   params_.empty() ? std::string("none") : params_.front().device().str());
+  staged_ = size_ > 1 && !onNccl_ && (options_.stageThroughHost || onDevice);
+  BIGBATCH_REQUIRE(!(partitioned_ && (staged_ || onNccl_)), InvalidArgument,
                    "ddp.partition = optimizer keeps the weight slices in host memory; with the "
                    "model on {} set ddp.partition = none",
                    onDevice ? params_.front().device().str() : "a staged exchange");
@@ -241,6 +249,10 @@ void DistributedDataParallel::runWatched(const char* operation, const std::funct
 }
 
 void DistributedDataParallel::launch(size_t bucket) {
+  if (nccl_) {
+    nccl_->ready(bucket);  // enqueued on NCCL's stream; nothing for the host thread
+    return;
+  }
   if (staging_) staging_->ready(bucket);
   thread_->submit([this, bucket] { reduceBucket(bucket, false); });
 }
@@ -279,6 +291,11 @@ void DistributedDataParallel::layoutFor(size_t fusionBytes) {
   if (partitioned_) makeShards();
   staging_.reset();
   if (staged_) staging_ = std::make_unique<ddp_detail::DeviceStaging>(buffers_);
+  nccl_.reset();
+  if (onNccl_) {
+    nccl_ = std::make_unique<ddp_detail::NcclExchange>(*options_.nccl, *options_.ncclStream,
+                                                       buffers_, options_.exchangeType);
+  }
 }
 
 void DistributedDataParallel::tuneFusion(double seconds) {
@@ -464,6 +481,10 @@ double DistributedDataParallel::finishBackward() {
   // rank must reduce every bucket) — are reduced here, in order, once the
   // communication thread is idle (MPI is entered by one thread at a time).
   thread_->waitAll();
+  if (nccl_) {
+    for (; nextLaunch_ < layout_.size(); ++nextLaunch_) nccl_->ready(nextLaunch_);
+    nccl_->finish(options_.watchdog);
+  }
   for (; nextLaunch_ < layout_.size(); ++nextLaunch_) {
     if (staging_) staging_->ready(nextLaunch_);
     reduceBucket(nextLaunch_, true);

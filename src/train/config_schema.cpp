@@ -8,6 +8,7 @@
 #include "bigbatch/collectives/allreduce_selector.h"
 #include "bigbatch/common/error.h"
 #include "recipe.h"
+#include "gpu_exchange.h"
 #include "run_device.h"
 
 namespace bigbatch {
@@ -225,6 +226,11 @@ std::vector<ConfigField> ddpKeys() {
         "optimizer: partitioned optimizer state (ZeRO-1) - gradients reduce-scattered, each rank "
         "updates and keeps state for 1/N of every bucket, weights all-gathered; none: allreduce",
         {}, {}, {"none", "optimizer"}),
+      F("ddp.gpu_exchange", T::kString, std::string("auto"),
+        "run.device = cuda on 2+ ranks: nccl (buckets summed by NCCL on the GPUs; every rank "
+        "needs a GPU of its own), host (through pinned host memory and the host collectives), "
+        "auto: nccl where the build has NCCL and no two ranks share a GPU, else host",
+        {}, {}, {"auto", "nccl", "host"}),
   };
 }
 
@@ -458,6 +464,13 @@ void validateTrainingConfig(const Config& c) {
   if (c.getString("amp.precision") == "fp16") {
     checkPrecisionSupported(Precision::kFp16,
                             onCuda ? c10::DeviceType::CUDA : c10::DeviceType::CPU);
+  }
+  if (c.getString("ddp.gpu_exchange") == "nccl") {
+    BIGBATCH_REQUIRE(onCuda, InvalidArgument,
+                     "ddp.gpu_exchange = \"nccl\" sums gradients on GPUs, but run.device = "
+                     "\"{}\"; set run.device = \"cuda\", or ddp.gpu_exchange = \"auto\"",
+                     c.getString("run.device"));
+    train_detail::checkNcclBuilt();
   }
   if (onCuda && c.getString("ddp.partition") == "optimizer") {
     BIGBATCH_THROW(InvalidArgument,

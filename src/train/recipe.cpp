@@ -175,6 +175,7 @@ RunRecipe resolveRecipe(const Config& c, int worldSize) {
   if (lossScalingEnabled(c)) r.lossScaler = lossScalerOptions(c);
   r.ddp = ddpOptionsFor(c);
   r.exchangeDtype = c.getString("ddp.exchange_dtype");
+  r.gpuExchange = c.getString("ddp.gpu_exchange");
   r.timeoutS = c.getFloat("comm.timeout_s");
 
   r.step.accumulation = r.accumulation;

@@ -75,6 +75,7 @@ struct RunRecipe {
   std::optional<LossScalerOptions> lossScaler;  // when loss scaling is on
   DdpOptions ddp;                               // without callbacks and watchdog
   std::string exchangeDtype;                    // ddp.exchange_dtype, as written
+  std::string gpuExchange;                      // ddp.gpu_exchange, as written
   double timeoutS = 60;                         // comm.timeout_s
   StepSettings step;  // accumulation, BN groups, label smoothing, faults, ...
   CheckpointPlan ckpt;

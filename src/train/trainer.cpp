@@ -31,6 +31,7 @@
 #include "bigbatch/train/progress.h"
 #include "bigbatch/train/timeline.h"
 #include "evaluation.h"
+#include "gpu_exchange.h"
 #include "model_state.h"
 #include "recipe.h"
 #include "run_checkpointer.h"
@@ -167,6 +168,7 @@ class TrainingRun {
   std::shared_ptr<ImageClassifierImpl> model_;
   std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<StallGuard> stallGuard_;
+  std::unique_ptr<NcclLink> nccl_;  // ddp.gpu_exchange = NCCL; outlives ddp_
   std::unique_ptr<DistributedDataParallel> ddp_;
   int64_t exchangeBytes_ = 0;  // gradient bytes each rank hands to the allreduce per step
   std::unique_ptr<Optimizer> optimizer_;
@@ -284,6 +286,11 @@ void TrainingRun::prepareExchange() {
   stallGuard_ =
       std::make_unique<StallGuard>(*comm_, recipe_.timeoutS, [this] { logRunStop("aborted"); });
   ddpOptions.watchdog = stallGuard_->watchdog();
+  nccl_ = connectGpuExchange(*comm_, device_, recipe_.gpuExchange, recipe_.timeoutS);
+  if (nccl_) {
+    ddpOptions.nccl = nccl_->comm.get();
+    ddpOptions.ncclStream = nccl_->stream;
+  }
   ddp_ = std::make_unique<DistributedDataParallel>(*model_, *comm_, ddpOptions);
   if (worldSize_ > 1) {
     for (const auto& b : ddp_->buckets()) {
@@ -397,7 +404,7 @@ void TrainingRun::printBanner() const {
       "bigbatch: {} ({} parameters), {}, global batch {} = {} "
       "rank(s) x {} x {} accumulation step(s), BN groups of {}, {} thread(s) per rank, "
       "{} gradient bucket(s), {} peak lr {:.4g}, {} compute, {} on the wire{}\n"
-      "  device: {}; run directory: {}\n",
+      "  device: {}{}; run directory: {}\n",
       recipe_.modelName, countParameters(*model_), data_.description, recipe_.globalBatch,
       worldSize_, recipe_.batchPerRank, recipe_.accumulation,
       std::max<int64_t>(1, recipe_.batchPerRank / recipe_.step.groups), threads_,
@@ -405,7 +412,11 @@ void TrainingRun::printBanner() const {
       recipe_.optimizer.name + (optimizer_->kfac() ? " on K-FAC directions" : ""), recipe_.peakLr,
       precisionName(recipe_.precision), recipe_.exchangeDtype,
       scaler_ ? fmt::format(", dynamic loss scale from {:g}", scaler_->scale()) : "",
-      device_.description, start_.runDir->path());
+      device_.description,
+      nccl_ ? fmt::format("; gradients summed by NCCL {} on the GPUs", NcclCommunicator::version())
+      : device_.device.is_cuda() && worldSize_ > 1 ? "; gradients summed through host memory"
+                                                   : "",
+      start_.runDir->path());
   if (kfacCoverage_) {
     const KfacCoverage& k = *kfacCoverage_;
     fmt::print(

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <ATen/autocast_mode.h>
+#include <c10/core/Stream.h>
 #include <torch/torch.h>
 #include <torch/version.h>
 
@@ -78,6 +79,20 @@ inline void setAutocastType(c10::DeviceType device, c10::ScalarType type) {
   } else {
     at::autocast::set_autocast_gpu_dtype(type);
   }
+#endif
+}
+
+// The platform handle of a stream (a cudaStream_t on CUDA), for libraries
+// that take one (NCCL). libtorch 2.x has Stream::native_handle(); 1.13's
+// generic Stream has none — and its build here is CPU-only, where no code
+// asks for one.
+inline void* nativeHandle(const c10::Stream& stream) {
+#if TORCH_VERSION_MAJOR >= 2
+  return stream.native_handle();
+#else
+  TORCH_CHECK(false, "the native handle of a ", stream.device().str(),
+              " stream needs libtorch 2.x (the CUDA build)");
+  return nullptr;
 #endif
 }
 

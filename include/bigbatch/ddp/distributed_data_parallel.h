@@ -37,7 +37,11 @@
 // finishBackward() after that thread went idle (the last bucket is reduced
 // inline: nothing is left to overlap it with) — never by both at once, as
 // MPI_THREAD_SERIALIZED requires. A failing run's error notice goes out the
-// same way (postError()).
+// same way (postError()). On the NCCL path (DdpOptions::nccl: a model on
+// GPUs, one per rank) no host thread moves gradients: the thread that runs
+// backward enqueues each bucket's allreduce on NCCL's stream, in bucket
+// order on every rank as NCCL requires, and finishBackward() waits for
+// them under the deadline (src/ddp/nccl_exchange.h).
 #pragma once
 
 #include <torch/torch.h>
@@ -46,6 +50,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -57,8 +62,11 @@
 
 namespace bigbatch {
 
+class NcclCommunicator;
+
 namespace ddp_detail {
 class DeviceStaging;
+class NcclExchange;
 }
 
 struct DdpOptions {
@@ -100,6 +108,14 @@ struct DdpOptions {
   // always so when the model is on a GPU (the host collectives read host
   // memory); on CPU only to test that path.
   bool stageThroughHost = false;
+  // Sum the buckets on the GPU with NCCL (src/ddp/nccl_exchange.h) instead
+  // of the host collectives: the job's NCCL communicator and the torch
+  // stream it runs on (the one whose native handle is nccl->stream()). The
+  // model must be on that stream's GPU; not with `partition`. The timeline
+  // then has no per-bucket allreduce slices (they run on the device; the
+  // host's wait for them is the step's comm_wait). Null: host collectives.
+  NcclCommunicator* nccl = nullptr;
+  std::optional<c10::Stream> ncclStream;
 };
 
 // This rank's slice of one parameter under DdpOptions::partition: elements
@@ -214,6 +230,8 @@ class DistributedDataParallel {
   std::vector<torch::Tensor> buffers_;  // one flat fp32 tensor per bucket
   bool staged_ = false;                 // buckets reduced through host mirrors
   std::unique_ptr<ddp_detail::DeviceStaging> staging_;
+  bool onNccl_ = false;                 // buckets summed by NCCL on the device
+  std::unique_ptr<ddp_detail::NcclExchange> nccl_;
   bool partitioned_ = false;
   std::vector<torch::Tensor> weights_;  // partitioned: the flat weight buckets
   std::vector<ParameterShard> shards_;
