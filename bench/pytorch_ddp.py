@@ -33,7 +33,7 @@ import torch.nn.functional as F
 
 
 class Cnn(nn.Module):
-    def __init__(self, widths=(16, 32, 64), blocks=(2, 2, 1), hidden=0):
+    def __init__(self, widths=(16, 32, 64), blocks=(2, 2, 1), hidden=0, head_pool=1):
         super().__init__()
         layers, cin = [], 1
         for s, (w, b) in enumerate(zip(widths, blocks)):
@@ -43,11 +43,13 @@ class Cnn(nn.Module):
                 if i == b - 1 and s + 1 < len(widths):
                     layers.append(nn.MaxPool2d(2))
         self.body = nn.Sequential(*layers)
-        self.hidden = nn.Linear(cin, hidden) if hidden > 0 else None
-        self.fc = nn.Linear(hidden if hidden > 0 else cin, 10)
+        self.head_pool = head_pool  # model.head_pool: features pooled to head_pool x head_pool
+        features = cin * head_pool * head_pool
+        self.hidden = nn.Linear(features, hidden) if hidden > 0 else None
+        self.fc = nn.Linear(hidden if hidden > 0 else features, 10)
 
     def forward(self, x):
-        x = F.adaptive_avg_pool2d(self.body(x), 1).flatten(1)
+        x = F.adaptive_avg_pool2d(self.body(x), self.head_pool).flatten(1)
         if self.hidden is not None:
             x = F.relu(self.hidden(x))
         return self.fc(x)

@@ -29,6 +29,10 @@ SmallCnnImpl::SmallCnnImpl(const ModelOptions& options) {
   }
   BIGBATCH_REQUIRE(options.hidden >= 0, InvalidArgument, "model.hidden = {} must be >= 0",
                    options.hidden);
+  BIGBATCH_REQUIRE(options.headPool >= 1, InvalidArgument, "model.head_pool = {} must be >= 1",
+                   options.headPool);
+  headPool_ = options.headPool;
+  in *= headPool_ * headPool_;
   if (options.hidden > 0) {
     hidden_ = register_module("hidden", torch::nn::Linear(in, options.hidden));
     in = options.hidden;
@@ -42,7 +46,7 @@ torch::Tensor SmallCnnImpl::forward(torch::Tensor x) {
     x = torch::relu(layer.bn(tappedConv(*layer.conv, x)));
     if (layer.poolAfter) x = torch::max_pool2d(x, 2);
   }
-  x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
+  x = torch::adaptive_avg_pool2d(x, {headPool_, headPool_}).flatten(1);
   if (hidden_) x = torch::relu(tappedLinear(*hidden_, x));
   return tappedLinear(*fc_, x);
 }

@@ -131,6 +131,10 @@ std::vector<ConfigField> modelKeys() {
         "cnn: width of a hidden fully-connected layer before fc (0: none); 350000 gives "
         "ResNet-50's 25.6 M gradient values for little compute (the exchange-bound benchmark)",
         0.0, 1e8),
+      F("model.head_pool", T::kInt, int64_t{1},
+        "cnn: the classifier reads the last stage's features average-pooled to N x N "
+        "(N*N*width inputs: where features are, not only which); 1: global average pooling",
+        1.0, 64.0),
       F("model.image_size", T::kInt, int64_t{0},
         "side of the images the model sees; 0: the data's own (28 Fashion-MNIST, 32 CIFAR-10), "
         "224 for folders (which are resized to it)",
@@ -170,6 +174,9 @@ std::vector<ConfigField> trainKeys() {
         0.0, 100000.0),
       F("train.eval_every", T::kInt, int64_t{1}, "evaluate every N epochs (and after the last)",
         1.0, 100000.0),
+      F("train.eval_flip", T::kBool, false,
+        "test-time augmentation: classify each test image by the mean softmax of it and its "
+        "mirror image (one more forward pass per image; reported accuracies include it)"),
       F("train.eval_batch_size", T::kInt, int64_t{1000}, "images per evaluation forward pass", 1.0,
         1048576.0),
       F("train.label_smoothing", T::kFloat, 0.0, "label smoothing α: target (1-α)·onehot + α/K",
@@ -412,6 +419,11 @@ Config defaultTrainingConfig() {
 void validateTrainingConfig(const Config& c) {
   const auto widths = c.getIntList("model.widths");
   const auto blocks = c.getIntList("model.blocks");
+  if (c.getInt("model.head_pool") > 1 && c.getString("model.name") != "cnn") {
+    BIGBATCH_THROW(InvalidArgument,
+                   "model.head_pool = {} applies to model.name = cnn only (got {}); leave it 1",
+                   c.getInt("model.head_pool"), c.getString("model.name"));
+  }
   if (c.getInt("model.hidden") > 0 && c.getString("model.name") != "cnn") {
     BIGBATCH_THROW(InvalidArgument, "model.hidden = {} applies to model.name = cnn only (got {})",
                    c.getInt("model.hidden"), c.getString("model.name"));

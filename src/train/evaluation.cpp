@@ -10,9 +10,23 @@
 namespace bigbatch::train_detail {
 namespace {
 
+// The class scores of a batch: the logits, or with `flip` the sum of the
+// softmax of the batch and of its mirror (horizontal flip; the ranking of
+// the sum is that of the mean). Test-time augmentation as Krizhevsky et al.
+// 2012 averaged their crops' predictions and fast.ai's DAWNBench entries
+// their flips.
+torch::Tensor scoresOf(ImageClassifierImpl& model, const torch::Tensor& x, bool flip) {
+  torch::Tensor logits = model.forward(x);
+  if (!flip) return logits;
+  const torch::Tensor mirror = x.flip({3}).contiguous(x.suggest_memory_format());
+  return logits.softmax(1, torch::kFloat32) + model.forward(mirror).softmax(1, torch::kFloat32);
+}
+
 void evaluateBatch(ImageClassifierImpl& model, const torch::Tensor& images,
-                   const torch::Tensor& labels, const torch::Device& device, EvalCounts& c) {
-  const torch::Tensor logits = model.forward(images.to(device, /*non_blocking=*/true));
+                   const torch::Tensor& labels, const EvalSettings& s, EvalCounts& c) {
+  const torch::Device& device = s.device;
+  const torch::Tensor logits =
+      scoresOf(model, images.to(device, /*non_blocking=*/true), s.flip);
   const torch::Tensor onDevice = labels.to(device, /*non_blocking=*/true);
   // argmax for top-1, as PyTorch users compute it (ties go to the first).
   c.top1 += logits.argmax(1).eq(onDevice).sum().item<int64_t>();
@@ -37,7 +51,7 @@ EvalCounts evaluateShard(ImageClassifierImpl& model, const Dataset& data, const 
     idx.resize(n);
     for (int64_t i = 0; i < n; ++i) idx[i] = begin + i;
     Batch b = assembleBatch(data, idx, AugmentOptions{}, 0, 0, s.channelsLast);
-    evaluateBatch(model, b.images, b.labels, s.device, c);
+    evaluateBatch(model, b.images, b.labels, s, c);
   }
   model.train();
   return c;
@@ -65,7 +79,7 @@ EvalCounts evaluateSourceShard(ImageClassifierImpl& model,
                       std::move(batches));
   PipelineBatch b;
   while (input.next(b)) {
-    if (b.size() > 0) evaluateBatch(model, b.images, b.labels, s.device, c);
+    if (b.size() > 0) evaluateBatch(model, b.images, b.labels, s, c);
   }
   model.train();
   return c;

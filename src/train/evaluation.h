@@ -27,6 +27,10 @@ struct EvalSettings {
   Precision precision = Precision::kFp32;
   torch::Device device{torch::kCPU};
   int rank = 0, worldSize = 1;
+  // Test-time augmentation (train.eval_flip): each image is classified by
+  // the mean of the softmax of it and of its mirror image — one more
+  // forward pass per image.
+  bool flip = false;
 };
 
 // In memory (Fashion-MNIST, synthetic): the shard of `data` in chunks of

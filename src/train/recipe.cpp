@@ -13,6 +13,7 @@ ModelOptions modelOptions(const Config& c, int64_t channels, int64_t classes) {
   m.bnEps = c.getFloat("model.bn_eps");
   m.zeroInitResidual = c.getBool("model.zero_init_residual");
   m.hidden = c.getInt("model.hidden");
+  m.headPool = c.getInt("model.head_pool");
   return m;
 }
 
@@ -154,6 +155,7 @@ RunRecipe resolveRecipe(const Config& c, int worldSize) {
   r.stopAfterEpoch = c.getInt("train.stop_after_epoch");
   r.evalEvery = c.getInt("train.eval_every");
   r.evalBatch = c.getInt("train.eval_batch_size");
+  r.evalFlip = c.getBool("train.eval_flip");
   r.averageBnStats = c.getBool("train.average_bn_stats");
 
   r.peakLr = c.getFloat("optim.lr_per_256") > 0

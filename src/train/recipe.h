@@ -60,6 +60,7 @@ struct RunRecipe {
   bool stopAtTarget = true;
   int64_t stopAfterEpoch = 0;  // 0: none
   int64_t evalEvery = 1, evalBatch = 1000;
+  bool evalFlip = false;  // train.eval_flip
   bool averageBnStats = false;
   // Schedules: the peak lr (optim.lr, or optim.lr_per_256 scaled to the
   // global batch), its warmup and decay, momentum, batch size.

@@ -568,6 +568,7 @@ std::optional<std::pair<double, double>> TrainingRun::evaluateIfDue(double& eval
   evalSettings.device = device_.device;
   evalSettings.rank = rank_;
   evalSettings.worldSize = worldSize_;
+  evalSettings.flip = recipe_.evalFlip;
   const EvalCounts mine = data_.inMemory()
                               ? evaluateShard(*model_, data_.testSet, evalSettings)
                               : evaluateSourceShard(*model_, data_.test, data_.evalAugment,

@@ -103,7 +103,7 @@ TEST(NcclCommunicator, ABadDeviceAndUseAfterAbortAreRefused) {
   c.abort();
   c.abort();  // idempotent
   EXPECT_TRUE(c.aborted());
-  float* d = nullptr;
+  void* d = nullptr;
   ASSERT_EQ(cudaMalloc(&d, sizeof(float)), cudaSuccess);
   EXPECT_THROW(c.allreduceSum(d, 1, DataType::kFloat32), Error);
   EXPECT_THROW(c.synchronize("after abort"), Error);

@@ -1,6 +1,7 @@
 // Model shapes, PyTorch-style names, and ResNet-50's exact size.
 #include <gtest/gtest.h>
 
+#include "bigbatch/common/error.h"
 #include "bigbatch/models/model_options.h"
 
 namespace bigbatch {
@@ -31,6 +32,37 @@ TEST(Models, SmallCnnShapesAndNames) {
   EXPECT_FALSE(contains(p, "conv6.weight"));
   EXPECT_TRUE(contains(names(*m, true), "bn1.running_mean"));
   EXPECT_EQ(countParameters(*m), 35674);  // the same net in PyTorch has 35,674
+}
+
+TEST(Models, SmallCnnHeadPoolFeedsTheClassifierAGridOfFeatures) {
+  ModelOptions o;
+  o.headPool = 3;  // configs/fast.toml: the 7x7 map pooled to 3x3
+  auto m = buildModel(o);
+  EXPECT_EQ(m->forward(torch::randn({2, 1, 28, 28})).sizes(), (std::vector<int64_t>{2, 10}));
+  auto* fc = m->named_parameters().find("fc.weight");
+  ASSERT_NE(fc, nullptr);
+  EXPECT_EQ(fc->sizes(), (std::vector<int64_t>{10, 64 * 9}));
+  EXPECT_EQ(countParameters(*m), 35674 + 10 * 64 * 8);  // PyTorch's twin: 40,794
+  // The classifier sees position: with fc reading only the top-left cell
+  // of channel 0, an input change confined to the bottom-right leaves that
+  // logit's input alone (global pooling, 1x1, would mix the whole map).
+  torch::NoGradGuard noGrad;
+  m->eval();
+  fc->zero_();
+  fc->index_put_({0, 0}, 1.0);  // logit 0 = channel 0's cell (0, 0) (channel-major flatten)
+  m->named_parameters().find("fc.bias")->zero_();
+  torch::Tensor a = torch::randn({1, 1, 28, 28});
+  torch::Tensor b = a.clone();
+  // Cell (0, 0) pools map rows and columns 0-2, whose receptive field
+  // (five 3x3 convolutions, two 2x2 pools) ends at input row/column 21.
+  b.narrow(2, 22, 6).narrow(3, 22, 6).add_(5.0);
+  EXPECT_FLOAT_EQ(m->forward(a)[0][0].item<float>(), m->forward(b)[0][0].item<float>());
+  // Read from the bottom-right cell (2, 2) instead, the same change shows.
+  fc->zero_();
+  fc->index_put_({0, 8}, 1.0);
+  EXPECT_NE(m->forward(a)[0][0].item<float>(), m->forward(b)[0][0].item<float>());
+  o.headPool = 0;
+  EXPECT_THROW(buildModel(o), InvalidArgument);
 }
 
 TEST(Models, SmallResNetShapesNamesAndZeroInit) {

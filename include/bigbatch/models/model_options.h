@@ -28,6 +28,12 @@ struct ModelOptions {
   // little compute: 350,000 gives ResNet-50's 25.6 M gradient values on a
   // 35.7 k-parameter convolutional body (the exchange-bound benchmark model).
   int64_t hidden = 0;
+  // cnn only: the classifier reads the last stage's features average-pooled
+  // to headPool x headPool (headPool² · width inputs) instead of to one
+  // value per channel — where things are, not only whether they are, which
+  // a shallow network with a small receptive field cannot otherwise see.
+  // 1: global average pooling.
+  int64_t headPool = 1;
 };
 
 // A model is a torch::nn::Module whose forward maps [B,C,H,W] to logits [B,K].

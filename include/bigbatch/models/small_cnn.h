@@ -23,6 +23,7 @@ class SmallCnnImpl : public ImageClassifierImpl {
   std::vector<Layer> layers_;
   torch::nn::Linear hidden_{nullptr};  // null unless ModelOptions::hidden > 0
   torch::nn::Linear fc_{nullptr};
+  int64_t headPool_ = 1;  // ModelOptions::headPool
 };
 
 }  // namespace bigbatch
