@@ -128,7 +128,13 @@ def worker(rank, args, port):
                   "epochs": epoch, "final_accuracy": acc, "train_time_s": train_time,
                   "img_s": step * global_batch / train_time}
         print(json.dumps(result), flush=True)
-    dist.destroy_process_group()
+    # Both ranks leave together, and without the gloo teardown: on
+    # 2026-12-01 rank 0 hung in destroy_process_group() after rank 1 had
+    # exited (the result was already printed; the script then waited
+    # forever). The process's exit releases the group.
+    dist.barrier()
+    sys.stdout.flush()
+    os._exit(0)
 
 
 def main():

@@ -18,7 +18,8 @@
 4. A state dict of another architecture is refused with a message naming the
    tensor and exit status 1.
 
-Usage: python_interop_test.py BIGBATCH_BINARY CONFIG
+Usage: python_interop_test.py BIGBATCH_BINARY CONFIG (CTest passes the main
+job's recipe, configs/fast.toml)
 """
 import gzip
 import json
@@ -26,6 +27,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import tomllib
 
 import numpy as np
 import torch
@@ -34,9 +36,12 @@ import torch.nn.functional as F
 
 
 class Cnn(nn.Module):
-    """bigbatch's `cnn` model ([16,32,64] x [2,2,1]) with its parameter names."""
+    """bigbatch's `cnn` model with its parameter names: model.widths x
+    model.blocks conv-BN-ReLU layers, max-pooled between stages, the last
+    stage's features average-pooled to model.head_pool x model.head_pool and
+    flattened (channel-major) into fc."""
 
-    def __init__(self, widths=(16, 32, 64), blocks=(2, 2, 1)):
+    def __init__(self, widths=(16, 32, 64), blocks=(2, 2, 1), head_pool=1):
         super().__init__()
         cin, index, self.plan = 1, 1, []
         for s, (w, b) in enumerate(zip(widths, blocks)):
@@ -45,14 +50,25 @@ class Cnn(nn.Module):
                 setattr(self, f"bn{index}", nn.BatchNorm2d(w))
                 self.plan.append((index, i == b - 1 and s + 1 < len(widths)))
                 cin, index = w, index + 1
-        self.fc = nn.Linear(cin, 10)
+        self.head_pool = head_pool
+        self.fc = nn.Linear(cin * head_pool * head_pool, 10)
 
     def forward(self, x):
         for index, pool in self.plan:
             x = F.relu(getattr(self, f"bn{index}")(getattr(self, f"conv{index}")(x)))
             if pool:
                 x = F.max_pool2d(x, 2)
-        return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
+        return self.fc(F.adaptive_avg_pool2d(x, self.head_pool).flatten(1))
+
+
+def model_of(config):
+    """The Cnn a recipe's [model] table describes (its defaults as bigbatch's)."""
+    with open(config, "rb") as f:
+        m = tomllib.load(f).get("model", {})
+    if m.get("name", "cnn") != "cnn" or m.get("hidden", 0):
+        sys.exit(f"FAIL: {config} is not a plain cnn recipe; this test reads cnn weights")
+    return Cnn(tuple(m.get("widths", (16, 32, 64))), tuple(m.get("blocks", (2, 2, 1))),
+               m.get("head_pool", 1))
 
 
 def load_test_set():
@@ -90,7 +106,7 @@ def main():
         run([binary, "train", config, "--run-dir", run_dir] + common + two)
         run([binary, "export", run_dir, out])
         state = torch.load(out)
-        model = Cnn()
+        model = model_of(config)
         model.load_state_dict(state)  # strict: every name and shape must match
         model = model.to(memory_format=torch.channels_last).eval()
         torch.set_num_threads(1)
