@@ -16,7 +16,6 @@
 namespace bigbatch {
 namespace {
 
-
 ncclComm_t asComm(void* c) { return static_cast<ncclComm_t>(c); }
 cudaStream_t asStream(void* s) { return static_cast<cudaStream_t>(s); }
 
@@ -96,8 +95,8 @@ NcclCommunicator::NcclCommunicator(const Id& id, int rank, int size, int device,
     abort();
     releaseStream();
     BIGBATCH_THROW(Error,
-                   "NCCL set-up failed on rank {} (device {}): {}; two ranks of one job on the "
-                   "same GPU are refused by NCCL — give each rank its own GPU or set "
+                   "NCCL set-up failed on rank {} (device {}): {}; if ranks of the job share "
+                   "this GPU (NCCL refuses that), give each rank its own GPU or set "
                    "ddp.gpu_exchange = \"host\"",
                    rank, device, why);
   }
