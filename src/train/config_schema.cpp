@@ -7,8 +7,8 @@
 #include "bigbatch/amp/precision.h"
 #include "bigbatch/collectives/allreduce_selector.h"
 #include "bigbatch/common/error.h"
-#include "recipe.h"
 #include "gpu_exchange.h"
+#include "recipe.h"
 #include "run_device.h"
 
 namespace bigbatch {

@@ -8,14 +8,19 @@
 #include "bigbatch/common/torch_compat.h"
 
 namespace bigbatch::train_detail {
+namespace {
 
-void checkNcclBuilt() {
-  BIGBATCH_REQUIRE(NcclCommunicator::available(), InvalidArgument,
+void requireNccl(bool built) {
+  BIGBATCH_REQUIRE(built, InvalidArgument,
                    "ddp.gpu_exchange = \"nccl\", but this bigbatch was built without NCCL{}; "
                    "build the CUDA variant where NCCL is found (scripts/build-cuda, NCCL_ROOT; "
                    "docs/GPU.md), or set ddp.gpu_exchange = \"host\"",
                    builtWithCuda() ? "" : " (the CPU build)");
 }
+
+}  // namespace
+
+void checkNcclBuilt() { requireNccl(NcclCommunicator::available()); }
 
 GpuExchange resolveGpuExchange(const std::string& setting, const RunDevice& device,
                                int worldSize, int maxRanksPerGpu, bool ncclBuilt) {
@@ -28,10 +33,7 @@ GpuExchange resolveGpuExchange(const std::string& setting, const RunDevice& devi
   if (setting == "auto") {
     return ncclBuilt && maxRanksPerGpu <= 1 ? GpuExchange::kNccl : GpuExchange::kHost;
   }
-  BIGBATCH_REQUIRE(ncclBuilt, InvalidArgument,
-                   "ddp.gpu_exchange = \"nccl\", but this bigbatch was built without NCCL; "
-                   "build the CUDA variant where NCCL is found (scripts/build-cuda, NCCL_ROOT), "
-                   "or set ddp.gpu_exchange = \"host\"");
+  requireNccl(ncclBuilt);
   BIGBATCH_REQUIRE(maxRanksPerGpu <= 1, InvalidArgument,
                    "ddp.gpu_exchange = \"nccl\", but {} ranks share a GPU on some host, and "
                    "NCCL refuses two ranks of one job on one device: start at most as many ranks "
@@ -42,9 +44,12 @@ GpuExchange resolveGpuExchange(const std::string& setting, const RunDevice& devi
 
 std::unique_ptr<NcclLink> connectGpuExchange(Communicator& comm, const RunDevice& device,
                                              const std::string& setting, double timeoutS) {
+  // run.device is the same on every rank: CPU runs and single ranks have
+  // nothing to choose and skip the collective below.
+  if (!device.device.is_cuda() || comm.size() <= 1) return nullptr;
   constexpr int kRanksPerGpuTag = 0x7e40;
   int64_t maxRanksPerGpu = device.ranksPerGpu;
-  if (comm.size() > 1) allreduceMaxInt64(comm, &maxRanksPerGpu, 1, kRanksPerGpuTag);
+  allreduceMaxInt64(comm, &maxRanksPerGpu, 1, kRanksPerGpuTag);
   const GpuExchange choice =
       resolveGpuExchange(setting, device, comm.size(), static_cast<int>(maxRanksPerGpu),
                          NcclCommunicator::available());
