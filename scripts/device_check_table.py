@@ -36,6 +36,19 @@ def summary(run_dir):
         return json.load(f)
 
 
+def cpu_topology(path):
+    """The lscpu fields the CPU scaling depends on (SMT, cores, sockets)."""
+    if not os.path.exists(path):
+        return {}
+    wanted = ("Model name", "Socket(s)", "Core(s) per socket", "Thread(s) per core", "CPU max MHz", "L3 cache")
+    fields = {}
+    for line in open(path):
+        key, _, value = line.partition(":")
+        if key.strip() in wanted:
+            fields[key.strip()] = value.strip()
+    return fields
+
+
 def fmt(x, spec=".1f"):
     return "missing" if x is None else format(x, spec)
 
@@ -45,6 +58,10 @@ def main(out):
     lines = ["# scripts/device-check", ""]
     if os.path.exists(os.path.join(out, "machine.txt")):
         lines += ["Machine: " + open(os.path.join(out, "machine.txt")).read().strip().replace("\n", "; "), ""]
+    cpu = cpu_topology(os.path.join(out, "lscpu.txt"))
+    if cpu:
+        r["cpu"] = cpu
+        lines += ["CPUs: " + ", ".join(f"{k} {v}" for k, v in cpu.items()), ""]
     lines += ["| section | rc | s |", "|---|---|---|"]
     lines += [f"| {s['section']} | {s['rc']} | {s['seconds']} |" for s in r["sections"]]
 
@@ -100,14 +117,19 @@ def main(out):
                   f"{s.get('epochs')} epochs, time to target {s.get('time_to_target_s')} s, "
                   f"{s.get('throughput_img_s', 0):.0f} img/s on {s.get('device')}"]
 
-    # CPU weak scaling.
+    # CPU weak scaling, and the machine's ceiling: n independent 1-rank runs
+    # at once (ceiling-npN-i), whose summed img/s against n times one run
+    # alone bounds any data-parallel program's efficiency on these CPUs.
     scaling = []
     for n in (1, 2, 4, 8, 16):
         e = last_epoch(os.path.join(out, f"scaling-np{n}"))
         p = jsonl(os.path.join(out, f"scaling_pytorch_np{n}.json"))
+        copies = [last_epoch(os.path.join(out, f"ceiling-np{n}-{i}")) for i in range(n)] if n > 1 else []
+        ceiling_img_s = sum(float(c["img_s"]) for c in copies) if copies and all(copies) else None
         if e or p:
             scaling.append({"ranks": n, "bigbatch_img_s": float(e["img_s"]) if e else None,
-                            "pytorch_img_s": p[0]["img_s"] if p else None})
+                            "pytorch_img_s": p[0]["img_s"] if p else None,
+                            "independent_img_s": ceiling_img_s})
     if scaling:
         base = {k: next((x[k] for x in scaling if x["ranks"] == 1 and x[k]), None)
                 for k in ("bigbatch_img_s", "pytorch_img_s")}
@@ -115,12 +137,21 @@ def main(out):
             for k, e in (("bigbatch_img_s", "bigbatch_efficiency"), ("pytorch_img_s", "pytorch_efficiency")):
                 x[e] = x[k] / (x["ranks"] * base[k]) if x[k] and base[k] else None
             x["ratio"] = x["bigbatch_img_s"] / x["pytorch_img_s"] if x["bigbatch_img_s"] and x["pytorch_img_s"] else None
+            if x["ranks"] == 1:
+                x["ceiling_efficiency"] = 1.0
+            else:
+                b = base["bigbatch_img_s"]
+                x["ceiling_efficiency"] = x["independent_img_s"] / (x["ranks"] * b) if x["independent_img_s"] and b else None
         r["scaling"] = scaling
         lines += ["", "## CPU weak scaling, default CNN, 64 images and 1 thread per rank (target at 16: efficiency >= 0.8, >= 1.5x PyTorch DDP)", "",
-                  "| ranks | bigbatch img/s | efficiency | PyTorch DDP img/s | efficiency | ratio |", "|---|---|---|---|---|---|"]
+                  "Ceiling: n independent 1-rank bigbatch runs at once, one per CPU, no exchange — their summed img/s "
+                  "over n times one run alone; no data-parallel run on these CPUs can be more efficient.", "",
+                  "| ranks | bigbatch img/s | efficiency | PyTorch DDP img/s | efficiency | ratio | ceiling |",
+                  "|---|---|---|---|---|---|---|"]
         for x in scaling:
             lines.append(f"| {x['ranks']} | {fmt(x['bigbatch_img_s'], '.0f')} | {fmt(x['bigbatch_efficiency'], '.2f')} | "
-                         f"{fmt(x['pytorch_img_s'], '.0f')} | {fmt(x['pytorch_efficiency'], '.2f')} | {fmt(x['ratio'], '.2f')} |")
+                         f"{fmt(x['pytorch_img_s'], '.0f')} | {fmt(x['pytorch_efficiency'], '.2f')} | {fmt(x['ratio'], '.2f')} | "
+                         f"{fmt(x['ceiling_efficiency'], '.2f')} |")
 
     with open(os.path.join(out, "results.json"), "w") as f:
         json.dump(r, f, indent=2)
