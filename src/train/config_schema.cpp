@@ -207,8 +207,8 @@ std::vector<ConfigField> faultKeys() {
   return {
       F("fault.kind", T::kString, std::string("none"),
         "fault injection for tests: at optimizer step fault.step, rank fault.rank throws, "
-        "aborts, SIGKILLs itself, hangs, or gets a NaN loss",
-        {}, {}, {"none", "throw", "abort", "sigkill", "hang", "nan"}),
+        "aborts, SIGKILLs itself, hangs, gets a NaN loss (nan) or a NaN batch (nan_input)",
+        {}, {}, {"none", "throw", "abort", "sigkill", "hang", "nan", "nan_input"}),
       F("fault.rank", T::kInt, int64_t{0}, "rank that injects the fault", 0.0, 1e6),
       F("fault.step", T::kInt, int64_t{1}, "1-based optimizer step at which the fault fires", 1.0,
         1e12),

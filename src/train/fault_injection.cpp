@@ -14,7 +14,7 @@ void injectFault(const std::string& kind, int rank, int64_t step) {
   std::fprintf(stderr, "bigbatch: injecting fault '%s' on rank %d at step %lld\n", kind.c_str(),
                rank, static_cast<long long>(step));
   std::fflush(stderr);
-  if (kind == "nan") return;
+  if (kind == "nan" || kind == "nan_input") return;
   if (kind == "abort") std::abort();
   if (kind == "sigkill") std::raise(SIGKILL);
   if (kind == "hang") {

@@ -19,6 +19,28 @@ double seconds(Clock::time_point a, Clock::time_point b) {
   return std::chrono::duration<double>(b - a).count();
 }
 
+// The step's micro-batches into the tallies, from one read-back: those with
+// a finite loss (and no injected NaN) count. Returns whether any did not.
+bool tallyMicroBatches(const std::vector<torch::Tensor>& sums, const std::vector<double>& sizes,
+                       bool injectedNan, StepOutcome& out, StepTally& tally) {
+  if (sums.empty()) return false;
+  const torch::Tensor host = torch::stack(sums).to(torch::kCPU).contiguous();
+  const double* v = host.data_ptr<double>();
+  bool poisoned = false;
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const double lossSum = v[2 * i], correct = v[2 * i + 1];
+    if (injectedNan || !std::isfinite(lossSum)) {
+      poisoned = true;
+      continue;
+    }
+    out.lossSum += lossSum;
+    tally.lossSum += lossSum;
+    tally.correct += correct;
+    tally.seen += sizes[i];
+  }
+  return poisoned;
+}
+
 }  // namespace
 
 torch::Tensor forwardGroups(ImageClassifierImpl& model, const torch::Tensor& images, int64_t groups,
@@ -75,7 +97,22 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
   const double lossFactor = (scaler_ ? scaler_->scale() : 1.0) / static_cast<double>(at.samples);
 
   StepOutcome out;
-  bool poisoned = false;  // this rank's loss was not finite
+  // Each micro-batch's loss sum and top-1 hits stay on the device until
+  // one read-back after the update: on a GPU a read-back between forward
+  // and backward would make the host wait for the forward before it could
+  // queue any of backward.
+  std::vector<torch::Tensor> sums;  // {loss sum, hits} per micro-batch, kDouble
+  std::vector<double> sizes;
+  const bool injectNan = faultNow && settings_.faultKind == "nan";
+  // train.nonfinite = skip: the BatchNorm running statistics as they were
+  // before this step's forwards, put back if a non-finite loss skips the
+  // step — a NaN batch would otherwise leave NaN statistics behind, and
+  // every evaluation after it would be NaN (one copy of the model's buffers
+  // per step, only under this policy).
+  std::vector<torch::Tensor> buffersBefore;
+  if (settings_.skipNonFinite) {
+    for (const auto& b : model_.buffers()) buffersBefore.push_back(b.detach().clone());
+  }
   // Partitioned: the previous step's weight all-gather, which ran while
   // this thread came back here, must be complete before the forward.
   times.comm += ddp_.waitWeights();
@@ -87,7 +124,10 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
     BIGBATCH_CHECK(feed.next(batch), Error, "input pipeline ended before step {} of epoch {}",
                    at.stepInEpoch, at.epoch);
     if (batch.size() == 0) continue;
-    const torch::Tensor& images = batch.images;  // on the model's device
+    torch::Tensor images = batch.images;  // on the model's device
+    if (faultNow && settings_.faultKind == "nan_input") {
+      images = images * std::numeric_limits<double>::quiet_NaN();  // a corrupt batch
+    }
     const torch::Tensor& labels = batch.labels;
     const auto t1 = Clock::now();
     torch::Tensor logits;
@@ -100,31 +140,20 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
     feed.prefetch();
     logits = logits.to(torch::kFloat);  // the loss in fp32 whatever the compute type
     const torch::Tensor lossSum = torch::nn::functional::cross_entropy(logits, labels, lossOptions);
-    torch::Tensor loss = lossSum * lossFactor;
-    // The loss and the correct count in one read-back (on a GPU, the one
-    // wait for the forward).
-    const torch::Tensor readBack =
-        torch::stack({lossSum.detach().to(torch::kDouble),
-                      logits.argmax(1).eq(labels).sum().to(torch::kDouble)})
-            .to(torch::kCPU);
-    const double v = readBack[0].item<double>();
-    const double correct = readBack[1].item<double>();
-    // A non-finite loss poisons this rank's gradients, and the exchange
-    // carries the NaN to every rank: all ranks then see a non-finite
-    // gradient in the optimizer's norm pass and skip or stop together.
-    if (!std::isfinite(v) || (faultNow && settings_.faultKind == "nan")) {
-      poisoned = true;
-      loss = loss * std::numeric_limits<double>::quiet_NaN();
-    }
+    // A non-finite loss poisons this rank's gradients (times NaN, decided on
+    // the device), and the exchange carries the NaN to every rank: all ranks
+    // then see a non-finite gradient in the optimizer's norm pass and skip
+    // or stop together. A finite loss is multiplied by exactly 1.
+    torch::Tensor loss =
+        lossSum * lossFactor *
+        torch::where(torch::isfinite(lossSum.detach()), 1.0, std::numeric_limits<double>::quiet_NaN());
+    if (injectNan) loss = loss * std::numeric_limits<double>::quiet_NaN();
+    sums.push_back(torch::stack({lossSum.detach().to(torch::kDouble),
+                                 logits.argmax(1).eq(labels).sum().to(torch::kDouble)}));
+    sizes.push_back(static_cast<double>(batch.size()));
     const auto t2 = Clock::now();
     loss.backward();
     const auto t3 = Clock::now();
-    if (!poisoned) {
-      out.lossSum += v;
-      tally.lossSum += v;
-      tally.correct += correct;
-      tally.seen += static_cast<double>(batch.size());
-    }
     times.data += seconds(t0, t1);
     times.forward += seconds(t1, t2);
     times.backward += seconds(t2, t3);
@@ -151,7 +180,8 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
   out.applied = optimizer_.step(h).applied;
   if (out.applied) ddp_.gatherWeights();  // partitioned only: every rank's updated slices
   if (out.applied && scaler_) scaler_->update(true);
-  if (!out.applied) skipOrStop(poisoned, at);
+  const bool poisoned = tallyMicroBatches(sums, sizes, injectNan, out, tally);
+  if (!out.applied && skipOrStop(poisoned, at)) restoreBuffers(buffersBefore);
   const auto t5 = Clock::now();
   times.optimizer += seconds(t4, t5);
   if (tracing) {
@@ -166,7 +196,7 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
 // non-finite loss on some rank, the training itself diverged — skipped when
 // train.nonfinite = skip, otherwise an Error naming where. Every rank is
 // here, since the gradients are the same everywhere.
-void TrainStep::skipOrStop(bool poisoned, const StepPosition& at) {
+bool TrainStep::skipOrStop(bool poisoned, const StepPosition& at) {
   const double source = ddp_.allreduceMax({poisoned ? rank_ + 1.0 : 0.0})[0];
   const double scaleBefore = scaler_ ? scaler_->scale() : 1.0;
   if (scaler_ && source == 0 && !scaler_->atFloor()) {
@@ -175,7 +205,7 @@ void TrainStep::skipOrStop(bool poisoned, const StepPosition& at) {
         "step {} (epoch {}): gradients overflowed at loss scale {:g}; skipped, "
         "scale now {:g}",
         at.globalStep, at.epoch, scaleBefore, scaler_->scale());
-    return;
+    return false;
   }
   const std::string where =
       source > 0 ? fmt::format("rank {}'s loss was not finite", static_cast<int>(source) - 1)
@@ -191,6 +221,13 @@ void TrainStep::skipOrStop(bool poisoned, const StepPosition& at) {
   }
   log().warn("skipped step {} (epoch {}): non-finite gradient ({})", at.globalStep, at.epoch,
              where);
+  return true;
+}
+
+void TrainStep::restoreBuffers(const std::vector<torch::Tensor>& before) {
+  torch::NoGradGuard noGrad;
+  size_t i = 0;
+  for (auto& b : model_.buffers()) b.copy_(before.at(i++));
 }
 
 }  // namespace bigbatch::train_detail

@@ -98,9 +98,12 @@ class TrainStep {
                   StepTimes& times, StepTally& tally);
 
  private:
-  // After a refused step: the loss scaler backs off, or the run skips or
-  // stops (an Error naming where). Every rank comes here together.
-  void skipOrStop(bool poisoned, const StepPosition& at);
+  // After a refused step: the loss scaler backs off (false), or the run
+  // skips the step (true) or stops (an Error naming where). Every rank
+  // comes here together.
+  bool skipOrStop(bool poisoned, const StepPosition& at);
+  // The model's buffers (BatchNorm statistics) back to `before`.
+  void restoreBuffers(const std::vector<torch::Tensor>& before);
 
   ImageClassifierImpl& model_;
   DistributedDataParallel& ddp_;

@@ -290,6 +290,60 @@ TEST(NonFinite, SkipPolicySkipsTheStepAndGoesOn) {
   fs::remove_all(dir + "-stop");
 }
 
+// A corrupt (NaN) batch under train.nonfinite = skip: its forward made the
+// BatchNorm running statistics NaN, and the skipped step puts them back —
+// the run evaluates normally afterwards and model.pt holds only finite
+// values. Measured: 37 % after these 16 steps; without the restore 11 %
+// (chance: NaN statistics, every logit NaN) and NaN in every BN buffer.
+TEST(NonFinite, ASkippedNanBatchLeavesTheBatchNormStatisticsAsTheyWere) {
+  const std::string dir = tempDir("nan_input");
+  fs::remove_all(dir);
+  Config c = smallRun();
+  c.set("train.epochs=2");
+  c.set("train.nonfinite=skip");
+  c.set("fault.kind=nan_input");
+  c.set("fault.step=3");
+  c.set("ckpt.every_steps=0");
+  RunRecord r = runTraining(c, dir);
+  ASSERT_TRUE(r.error.empty()) << r.error;
+  EXPECT_TRUE(std::isnan(r.losses.at(3)));
+  EXPECT_TRUE(std::isfinite(r.losses.at(4)));
+  EXPECT_GT(r.result.finalAccuracy, 0.25);
+  for (const auto& e : readStateDict(dir + "/model.pt")) {
+    EXPECT_TRUE(torch::isfinite(e.value()).all().item<bool>()) << e.key();
+  }
+  fs::remove_all(dir);
+}
+
+// A loss made non-finite by the data itself (normalised by std 0, so the
+// forward is NaN from the first step): the step decides on the device that
+// the loss is not finite, reads it back once after the update, leaves it out
+// of the tallies, and stops the run naming this rank's loss — the same
+// account as an injected NaN, with nothing injected.
+TEST(NonFinite, ALossTheDataMadeNonFiniteStopsTheRunNamingTheRank) {
+  const std::string dir = tempDir("nan_data");
+  fs::remove_all(dir);
+  Config c = smallRun();
+  c.set("ckpt.every_steps=0");
+  TrainOptions o;
+  o.runDir = dir;
+  o.overwrite = true;
+  o.verbosity = Verbosity::kQuiet;
+  TrainingJob job;
+  job.trainData = takeFirst(loadFashionMnist("", "train"), 2048);
+  job.trainData.std = 0.f;
+  job.testData = takeFirst(loadFashionMnist("", "test"), 500);
+  try {
+    train(c, o, job);
+    FAIL() << "a run whose every loss is NaN ended normally";
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("non-finite gradient at epoch 1 step 1 "), std::string::npos) << what;
+    EXPECT_NE(what.find("rank 0's loss was not finite"), std::string::npos) << what;
+  }
+  fs::remove_all(dir);
+}
+
 TEST(Checkpoint, ParseRejectsGarbageWithoutCrashing) {
   for (const std::string& bytes : {std::string(""), std::string("PK\x03\x04garbage"),
                                   std::string(1000, '\0'), std::string("\x80\x02}q\x00.")}) {
