@@ -246,16 +246,20 @@ struct InputPipeline::State {
   }
 
   // Sets up slot `slot` for batch b (reusing its buffers when nobody else
-  // holds them).
+  // holds them and they are not pinned: see PipelineOptions::pinMemory).
   void prepare(size_t slot, int64_t b) {
     Slot& s = slots[slot];
     const int64_t n = static_cast<int64_t>(batches[b].size());
-    if (!s.images.defined() || s.images.size(0) != n || s.images.use_count() > 1) {
-      s.images = torch::empty({n, channels, out.height, out.width}, torch::kFloat);
-      if (o.channelsLast) s.images = s.images.contiguous(at::MemoryFormat::ChannelsLast);
+    const bool reuse = !o.pinMemory;
+    if (!reuse || !s.images.defined() || s.images.size(0) != n || s.images.use_count() > 1) {
+      s.images = torch::empty({n, channels, out.height, out.width},
+                              torch::TensorOptions(torch::kFloat).pinned_memory(o.pinMemory),
+                              o.channelsLast ? at::MemoryFormat::ChannelsLast
+                                             : at::MemoryFormat::Contiguous);
     }
-    if (!s.labels.defined() || s.labels.size(0) != n || s.labels.use_count() > 1) {
-      s.labels = torch::empty({n}, torch::kInt64);
+    if (!reuse || !s.labels.defined() || s.labels.size(0) != n || s.labels.use_count() > 1) {
+      s.labels =
+          torch::empty({n}, torch::TensorOptions(torch::kInt64).pinned_memory(o.pinMemory));
     }
     s.ok.assign(static_cast<size_t>(n), 0);
     s.batch = b;

@@ -24,8 +24,11 @@ bool DeviceFeed::fetch() {
     // Destinations allocated on the compute stream (see the header).
     torch::Tensor images = torch::empty(b.images.sizes(), b.images.options().device(device_));
     torch::Tensor labels = torch::empty(b.labels.sizes(), b.labels.options().device(device_));
-    const torch::Tensor pinnedImages = b.images.pin_memory();
-    const torch::Tensor pinnedLabels = b.labels.pin_memory();
+    // The pipeline assembles batches in pinned memory on a GPU run
+    // (PipelineOptions::pinMemory); one it had to cut (skipped bad
+    // samples) is pinned here.
+    const torch::Tensor pinnedImages = b.images.is_pinned() ? b.images : b.images.pin_memory();
+    const torch::Tensor pinnedLabels = b.labels.is_pinned() ? b.labels : b.labels.pin_memory();
     const c10::StreamGuard onCopyStream(*copyStream_);
     images.copy_(pinnedImages, /*non_blocking=*/true);
     labels.copy_(pinnedLabels, /*non_blocking=*/true);

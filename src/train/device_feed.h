@@ -1,8 +1,9 @@
 // DeviceFeed: the training micro-batches on their way to the model's device.
 //
 // On a GPU, the next micro-batch is taken from the input pipeline while the
-// current one computes (prefetch(), called once its forward is enqueued),
-// copied into pinned host memory and sent to the device asynchronously on a
+// current one computes (prefetch(), called once its forward is enqueued) —
+// the pipeline's workers have assembled it in pinned host memory
+// (PipelineOptions::pinMemory) — and sent to the device asynchronously on a
 // copy stream of its own; next() hands it out after making the compute
 // stream wait for the copy (an event, no host wait). The device tensors are
 // allocated on the compute stream, so the caching allocator never reuses

@@ -348,6 +348,7 @@ void TrainingRun::prepareOptimizer() {
   trainSource_ = data_.train;
   augment_ = data_.trainAugment;
   pipelineOptions_ = pipelineOptionsFor(config_, recipe_.channelsLast && data_.channels > 1);
+  pipelineOptions_.pinMemory = device_.device.is_cuda();  // batches assembled where H2D starts
   if (recipe_.cacheMb > 0) {
     cache_ = std::make_shared<DecodedCache>(trainSource_->size(), recipe_.cacheMb << 20);
   }

@@ -50,6 +50,14 @@ struct PipelineOptions {
   int prefetchBatches = 2;     // batches ready or in flight ahead of the consumer
   bool skipBadSamples = true;  // false: the first bad sample fails the epoch
   bool channelsLast = false;   // batch memory format (NHWC strides)
+  // Batch buffers in page-locked (pinned) memory, for a GPU run (a CUDA
+  // build only): the workers write each batch where the copy to the device
+  // starts from, with no pass over it on the consumer's thread. Pinned
+  // buffers are not reused by the pool — the device copy of a batch the
+  // consumer has dropped may still be reading it; freed, they return to
+  // libtorch's pinned-memory cache, which hands a block out again only
+  // after the copies recorded on it are done.
+  bool pinMemory = false;
 };
 
 // Decoded images kept across epochs within a byte budget: the first
