@@ -1,6 +1,6 @@
 // Partitioned optimizer state (ddp.partition = optimizer) against the
 // unpartitioned exchange on real Fashion-MNIST, run by CTest under
-// `mpirun -np 2` and `-np 3`. Each case trains 50 steps of a global batch of
+// `mpirun -np 2` and `-np 3`. Each case trains 25 steps of a global batch of
 // 256 (255 on 3 ranks) twice from the same seed — allreduce + whole
 // optimizer, then reduce-scatter + 1/N of the optimizer + all-gather — and
 // compares every step's loss and the final weights:
@@ -10,7 +10,7 @@
 //   * LARS and LAMB within 1e-4 relative loss and 1e-4 of max |w|: their
 //     per-layer norms are summed from each rank's slices — other partial
 //     sums in another order, a relative difference of ~1e-7 per norm at
-//     most, which 50 steps may grow to ~1e-6 (on this model they came out
+//     most, which 25 steps may grow to ~1e-6 (on this model they came out
 //     bit-identical). A real error (a slice updated twice or not at all, one
 //     rank's norm instead of the layer's) moves weights by ~1e-2 — the
 //     negative control shows this check sees that.
@@ -40,6 +40,9 @@ using namespace bigbatch;
 
 namespace {
 
+constexpr int64_t kSteps = 25;      // optimizer steps per run (one epoch)
+constexpr int64_t kResumeStep = 10;  // the mid-epoch checkpoint the resume checks start from
+
 struct Outcome {
   std::vector<double> losses;
   std::vector<float> weights;
@@ -49,7 +52,7 @@ Outcome run(Communicator& comm, const std::vector<std::string>& sets, const std:
             const std::string& resume = "") {
   const int64_t perRank = 256 / comm.size();
   Config c = defaultTrainingConfig();
-  c.set(fmt::format("data.train_samples={}", 50 * perRank * comm.size()));
+  c.set(fmt::format("data.train_samples={}", kSteps * perRank * comm.size()));
   c.set("data.eval_samples=500");
   c.set("train.epochs=1");
   c.set("train.stop_at_target=false");
@@ -177,14 +180,15 @@ class PartitionChecks {
           /*exact=*/false, /*mustMatch=*/false);
   }
 
-  // 2 ranks: checkpoints every 20 steps; from the one at step 20 of 50.
+  // 2 ranks: checkpoints every kResumeStep steps; from the first of them.
   void resume() {
     std::vector<std::string> sets = kLars;
-    sets.insert(sets.end(), {"ckpt.every_steps=20", "ckpt.keep=5"});
+    sets.insert(sets.end(), {fmt::format("ckpt.every_steps={}", kResumeStep), "ckpt.keep=5"});
     const Outcome whole = run(world_, partitioned(sets), tmp_ + "_r");
     run(world_, sets, tmp_ + "_u");
-    const std::string mid = tmp_ + "_r/checkpoints/ckpt-000000020.pt";
-    const std::string midUnpartitioned = tmp_ + "_u/checkpoints/ckpt-000000020.pt";
+    const std::string mid = fmt::format("{}_r/checkpoints/ckpt-{:09d}.pt", tmp_, kResumeStep);
+    const std::string midUnpartitioned =
+        fmt::format("{}_u/checkpoints/ckpt-{:09d}.pt", tmp_, kResumeStep);
     resumeIsBitExact(whole, run(world_, partitioned(sets), tmp_ + "_r2", mid));
     if (rank_ == 0) {
       checkpointHoldsTheUnpartitionedState(mid, midUnpartitioned);
@@ -219,7 +223,7 @@ class PartitionChecks {
   void check(const std::string& what, const Outcome& a, const Outcome& b, bool exact,
              bool mustMatch = true) {
     const Deviation d = compare(a, b);
-    const bool match = d.sameShape && a.losses.size() == 50 &&
+    const bool match = d.sameShape && static_cast<int64_t>(a.losses.size()) == kSteps &&
                        (exact ? d.identical : d.loss <= kTolerance && d.weight <= kTolerance);
     say(fmt::format("{}: {} steps, loss deviation {:.3g}, weight deviation {:.3g}{} -> {}", what,
                     b.losses.size(), d.loss, d.weight, d.identical ? " (bit-identical)" : "",
@@ -227,12 +231,13 @@ class PartitionChecks {
     if (match != mustMatch) ++failures_;
   }
 
-  // The resumed run reports only its own 30 steps: those, and the weights.
+  // The resumed run reports only its own steps after kResumeStep: those,
+  // and the weights.
   void resumeIsBitExact(const Outcome& whole, const Outcome& resumed) {
     Outcome tail = whole;
-    tail.losses.assign(whole.losses.end() - 30, whole.losses.end());
+    tail.losses.assign(whole.losses.end() - (kSteps - kResumeStep), whole.losses.end());
     const Deviation d = compare(tail, resumed);
-    say(fmt::format("partitioned resume from step 20 on 2 ranks: {} steps, {}",
+    say(fmt::format("partitioned resume from step {} on 2 ranks: {} steps, {}", kResumeStep,
                     resumed.losses.size(),
                     d.identical ? "bit-identical to the uninterrupted run" : "DIFFERENT"));
     if (!d.identical) ++failures_;
@@ -251,9 +256,9 @@ class PartitionChecks {
     }
     const bool ok = worst <= kTolerance && a.size() > 1;
     say(
-        fmt::format("checkpoint at step 20: {} optimizer tensors, whole shapes, max deviation "
+        fmt::format("checkpoint at step {}: {} optimizer tensors, whole shapes, max deviation "
                     "from the unpartitioned run's {:.3g} -> {}",
-                    a.size(), worst, ok ? "same state" : "DIFFERENT"));
+                    kResumeStep, a.size(), worst, ok ? "same state" : "DIFFERENT"));
     if (!ok) ++failures_;
   }
 
