@@ -252,14 +252,13 @@ struct InputPipeline::State {
     const int64_t n = static_cast<int64_t>(batches[b].size());
     const bool reuse = !o.pinMemory;
     if (!reuse || !s.images.defined() || s.images.size(0) != n || s.images.use_count() > 1) {
-      s.images = torch::empty({n, channels, out.height, out.width},
-                              torch::TensorOptions(torch::kFloat).pinned_memory(o.pinMemory),
-                              o.channelsLast ? at::MemoryFormat::ChannelsLast
-                                             : at::MemoryFormat::Contiguous);
+      s.images = torch::empty(
+          {n, channels, out.height, out.width},
+          torch::TensorOptions(torch::kFloat).pinned_memory(o.pinMemory),
+          o.channelsLast ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
     }
     if (!reuse || !s.labels.defined() || s.labels.size(0) != n || s.labels.use_count() > 1) {
-      s.labels =
-          torch::empty({n}, torch::TensorOptions(torch::kInt64).pinned_memory(o.pinMemory));
+      s.labels = torch::empty({n}, torch::TensorOptions(torch::kInt64).pinned_memory(o.pinMemory));
     }
     s.ok.assign(static_cast<size_t>(n), 0);
     s.batch = b;

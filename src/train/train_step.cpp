@@ -144,9 +144,9 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
     // the device), and the exchange carries the NaN to every rank: all ranks
     // then see a non-finite gradient in the optimizer's norm pass and skip
     // or stop together. A finite loss is multiplied by exactly 1.
-    torch::Tensor loss =
-        lossSum * lossFactor *
-        torch::where(torch::isfinite(lossSum.detach()), 1.0, std::numeric_limits<double>::quiet_NaN());
+    torch::Tensor loss = lossSum * lossFactor *
+                         torch::where(torch::isfinite(lossSum.detach()), 1.0,
+                                      std::numeric_limits<double>::quiet_NaN());
     if (injectNan) loss = loss * std::numeric_limits<double>::quiet_NaN();
     sums.push_back(torch::stack({lossSum.detach().to(torch::kDouble),
                                  logits.argmax(1).eq(labels).sum().to(torch::kDouble)}));

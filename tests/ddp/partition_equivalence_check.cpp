@@ -40,7 +40,7 @@ using namespace bigbatch;
 
 namespace {
 
-constexpr int64_t kSteps = 25;      // optimizer steps per run (one epoch)
+constexpr int64_t kSteps = 25;       // optimizer steps per run (one epoch)
 constexpr int64_t kResumeStep = 10;  // the mid-epoch checkpoint the resume checks start from
 
 struct Outcome {
