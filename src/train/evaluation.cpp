@@ -22,17 +22,38 @@ torch::Tensor scoresOf(ImageClassifierImpl& model, const torch::Tensor& x, bool 
   return logits.softmax(1, torch::kFloat32) + model.forward(mirror).softmax(1, torch::kFloat32);
 }
 
+// Top-1 and top-5 hits summed on the device over a shard and read back once
+// at its end: one wait for the GPU per evaluation, not two per batch.
+class HitCounter {
+ public:
+  explicit HitCounter(const torch::Device& device)
+      : hits_(torch::zeros({2}, torch::TensorOptions(torch::kLong).device(device))) {}
+
+  void add(const torch::Tensor& scores, const torch::Tensor& labels) {
+    // argmax for top-1, as PyTorch users compute it (ties go to the first).
+    const torch::Tensor top1 = scores.argmax(1).eq(labels).sum();
+    const int64_t k = std::min<int64_t>(5, scores.size(1));
+    const torch::Tensor top = std::get<1>(scores.topk(k, 1));  // [B, k]
+    const torch::Tensor top5 = top.eq(labels.unsqueeze(1)).any(1).sum();
+    hits_ += torch::stack({top1, top5});
+  }
+
+  void readInto(EvalCounts& c) const {
+    const torch::Tensor host = hits_.to(torch::kCPU);
+    c.top1 = host[0].item<int64_t>();
+    c.top5 = host[1].item<int64_t>();
+  }
+
+ private:
+  torch::Tensor hits_;
+};
+
 void evaluateBatch(ImageClassifierImpl& model, const torch::Tensor& images,
-                   const torch::Tensor& labels, const EvalSettings& s, EvalCounts& c) {
+                   const torch::Tensor& labels, const EvalSettings& s, HitCounter& hits,
+                   EvalCounts& c) {
   const torch::Device& device = s.device;
-  const torch::Tensor logits =
-      scoresOf(model, images.to(device, /*non_blocking=*/true), s.flip);
-  const torch::Tensor onDevice = labels.to(device, /*non_blocking=*/true);
-  // argmax for top-1, as PyTorch users compute it (ties go to the first).
-  c.top1 += logits.argmax(1).eq(onDevice).sum().item<int64_t>();
-  const int64_t k = std::min<int64_t>(5, logits.size(1));
-  const torch::Tensor top = std::get<1>(logits.topk(k, 1));  // [B, k]
-  c.top5 += top.eq(onDevice.unsqueeze(1)).any(1).sum().item<int64_t>();
+  hits.add(scoresOf(model, images.to(device, /*non_blocking=*/true), s.flip),
+           labels.to(device, /*non_blocking=*/true));
   c.samples += labels.size(0);
 }
 
@@ -43,6 +64,7 @@ EvalCounts evaluateShard(ImageClassifierImpl& model, const Dataset& data, const 
   const AutocastScope autocast(s.precision, s.device.type());
   model.eval();
   EvalCounts c;
+  HitCounter hits(s.device);
   const int64_t lo = data.size() * s.rank / s.worldSize;
   const int64_t hi = data.size() * (s.rank + 1) / s.worldSize;
   std::vector<int64_t> idx;
@@ -51,8 +73,9 @@ EvalCounts evaluateShard(ImageClassifierImpl& model, const Dataset& data, const 
     idx.resize(n);
     for (int64_t i = 0; i < n; ++i) idx[i] = begin + i;
     Batch b = assembleBatch(data, idx, AugmentOptions{}, 0, 0, s.channelsLast);
-    evaluateBatch(model, b.images, b.labels, s, c);
+    evaluateBatch(model, b.images, b.labels, s, hits, c);
   }
+  hits.readInto(c);
   model.train();
   return c;
 }
@@ -77,10 +100,12 @@ EvalCounts evaluateSourceShard(ImageClassifierImpl& model,
   // The augmentation has no random choice; seed and epoch do not matter.
   InputPipeline input(std::move(source), augment, pipeline, /*seed=*/0, /*epoch=*/0,
                       std::move(batches));
+  HitCounter hits(s.device);
   PipelineBatch b;
   while (input.next(b)) {
-    if (b.size() > 0) evaluateBatch(model, b.images, b.labels, s, c);
+    if (b.size() > 0) evaluateBatch(model, b.images, b.labels, s, hits, c);
   }
+  hits.readInto(c);
   model.train();
   return c;
 }
