@@ -5,22 +5,23 @@
 #include "bigbatch/comm/nccl_communicator.h"
 
 namespace bigbatch {
+namespace {
+
+[[noreturn]] void refuse() {
+  BIGBATCH_THROW(InvalidArgument,
+                 "this bigbatch build has no NCCL: build the CUDA variant (scripts/build-cuda) "
+                 "or set ddp.gpu_exchange = \"host\"");
+}
+
+}  // namespace
 
 bool NcclCommunicator::available() { return false; }
 
 std::string NcclCommunicator::version() { return "none"; }
 
-NcclCommunicator::Id NcclCommunicator::uniqueId() {
-  BIGBATCH_THROW(InvalidArgument,
-                 "this bigbatch build has no NCCL: build the CUDA variant (scripts/build-cuda) "
-                 "or set ddp.gpu_exchange = \"host\"");
-}
+NcclCommunicator::Id NcclCommunicator::uniqueId() { refuse(); }
 
-NcclCommunicator::NcclCommunicator(const Id&, int, int, int, int64_t, void*) {
-  BIGBATCH_THROW(InvalidArgument,
-                 "this bigbatch build has no NCCL: build the CUDA variant (scripts/build-cuda) "
-                 "or set ddp.gpu_exchange = \"host\"");
-}
+NcclCommunicator::NcclCommunicator(const Id&, int, int, int, int64_t, void*) { refuse(); }
 
 NcclCommunicator::~NcclCommunicator() = default;
 void NcclCommunicator::abort() {}

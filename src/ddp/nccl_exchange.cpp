@@ -1,5 +1,6 @@
 #include "nccl_exchange.h"
 
+#include <ATen/ScalarOps.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
@@ -22,7 +23,9 @@ torch::ScalarType torchType(DataType t) {
 NcclExchange::NcclExchange(NcclCommunicator& nccl, c10::Stream stream,
                            const std::vector<torch::Tensor>& buckets, DataType wireType)
     : nccl_(nccl), stream_(stream), device_(stream.device()), buckets_(buckets),
-      wireType_(wireType), done_(stream.device_type()) {
+      wireType_(wireType),
+      inverseRanks_(at::native::wrapped_scalar_tensor(1.0 / static_cast<double>(nccl.size()))),
+      done_(stream.device_type()) {
   BIGBATCH_CHECK(!buckets_.empty(), Error, "a NCCL exchange of an empty bucket list");
   BIGBATCH_CHECK(wireType_ == DataType::kFloat32 || wireType_ == DataType::kFloat16 ||
                      wireType_ == DataType::kBFloat16,
@@ -50,11 +53,12 @@ void NcclExchange::ready(size_t b) {
     nccl_.allreduceSum(bucket.data_ptr(), n, DataType::kFloat32);
     return;
   }
-  const double ranks = nccl_.size();
-  wire_[b].copy_(bucket.mul(1.0 / ranks));
+  // b·(1/n) computed in fp32 and rounded once, straight into the wire
+  // buffer (no temporary): the host path's pack, bit for bit.
+  at::mul_out(wire_[b], bucket, inverseRanks_);
   nccl_.allreduceSum(wire_[b].data_ptr(), n, wireType_);
   bucket.copy_(wire_[b]);
-  bucket.mul_(ranks);
+  bucket.mul_(static_cast<double>(nccl_.size()));
 }
 
 double NcclExchange::finish(StallWatchdog* watchdog) {

@@ -58,6 +58,7 @@ class NcclExchange {
   std::vector<torch::Tensor> buckets_;
   std::vector<torch::Tensor> wire_;  // 16-bit copies on the wire (empty for fp32)
   DataType wireType_;
+  torch::Tensor inverseRanks_;  // 1/n as a wrapped scalar (no type promotion)
   std::vector<std::unique_ptr<c10::Event>> ready_;
   c10::Event done_;
 };
