@@ -4,10 +4,9 @@
 // fp16 compute on CPU refused with the fix named.
 #include <gtest/gtest.h>
 
-#include <ATen/autocast_mode.h>
-
 #include "bigbatch/amp/precision.h"
 #include "bigbatch/common/error.h"
+#include "bigbatch/common/torch_compat.h"
 #include "bigbatch/optim/optimizer.h"
 
 namespace bigbatch {
@@ -28,20 +27,20 @@ TEST(Precision, Fp16ComputeOnCpuIsRefusedNamingTheFix) {
     EXPECT_NE(m.find("bf16"), std::string::npos) << m;
     EXPECT_NE(m.find("ddp.exchange_dtype = fp16"), std::string::npos) << m;
   }
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_FALSE(compat::autocastEnabled(c10::DeviceType::CPU));
 }
 
 TEST(Precision, ScopeEnablesAndRestores) {
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_FALSE(compat::autocastEnabled(c10::DeviceType::CPU));
   {
     AutocastScope fp32(Precision::kFp32, c10::DeviceType::CPU);
-    EXPECT_FALSE(at::autocast::is_cpu_enabled());
+    EXPECT_FALSE(compat::autocastEnabled(c10::DeviceType::CPU));
     AutocastScope bf16(Precision::kBf16, c10::DeviceType::CPU);
-    EXPECT_TRUE(at::autocast::is_cpu_enabled());
-    EXPECT_EQ(at::autocast::get_autocast_cpu_dtype(), torch::kBFloat16);
+    EXPECT_TRUE(compat::autocastEnabled(c10::DeviceType::CPU));
+    EXPECT_EQ(compat::autocastType(c10::DeviceType::CPU), torch::kBFloat16);
     EXPECT_FALSE(at::autocast::is_autocast_cache_enabled());
   }
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_FALSE(compat::autocastEnabled(c10::DeviceType::CPU));
   EXPECT_TRUE(at::autocast::is_autocast_cache_enabled());
 }
 

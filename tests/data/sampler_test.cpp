@@ -16,7 +16,9 @@ TEST(Sampler, EverySampleOncePerEpochAcrossRanks) {
       int64_t steps = -1;
       for (int r = 0; r < world; ++r) {
         ShardPlan plan = planEpoch(n, globalBatch, r, world, 42, 3);
-        if (steps >= 0) EXPECT_EQ(plan.steps, steps) << "ranks disagree on step count";
+        if (steps >= 0) {
+          EXPECT_EQ(plan.steps, steps) << "ranks disagree on step count";
+        }
         steps = plan.steps;
         for (const auto& b : plan.batches) {
           EXPECT_LE(static_cast<int64_t>(b.size()), globalBatch / world + 1);

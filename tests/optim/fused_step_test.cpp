@@ -125,7 +125,9 @@ TEST_P(FusedStepOnHost, NonFiniteGradientWritesNothing) {
   EXPECT_FALSE(std::isfinite(out.gradNormSq));
   for (size_t i = 0; i < ps.size(); ++i) EXPECT_TRUE(torch::equal(ps[i].tensor, before[i]));
   for (const auto& [name, t] : opt->state()) {
-    if (name != "step") EXPECT_EQ(t.abs().sum().item<double>(), 0.0) << name;
+    if (name != "step") {
+      EXPECT_EQ(t.abs().sum().item<double>(), 0.0) << name;
+    }
   }
 }
 
@@ -146,7 +148,9 @@ TEST(FusedChunks, CoverEveryValueOnceAndStayInsideTheirTensor) {
     EXPECT_LE(ch.end - ch.begin, c);
     EXPECT_LE(ch.end, numels[ch.tensor]);
     covered[ch.tensor] = ch.end;
-    if (k > 0) EXPECT_GE(ch.tensor, chunks[k - 1].tensor);
+    if (k > 0) {
+      EXPECT_GE(ch.tensor, chunks[k - 1].tensor);
+    }
   }
   EXPECT_EQ(covered, numels);
 }

@@ -306,8 +306,12 @@ TEST(Tuner, TrialZeroCanBeTheRecipesOwnValues) {
   FakeRunner runner;
   Tuner(o, space(), runner).run();
   for (const TrialJob& j : runner.started) {
-    if (j.trial == 0 && j.rung >= 0) EXPECT_EQ(j.sets, o.firstValues);
-    if (j.trial != 0) EXPECT_EQ(j.sets.front(), space().draw(j.trial).front());
+    if (j.trial == 0 && j.rung >= 0) {
+      EXPECT_EQ(j.sets, o.firstValues);
+    }
+    if (j.trial != 0) {
+      EXPECT_EQ(j.sets.front(), space().draw(j.trial).front());
+    }
   }
   EXPECT_NE(readFile(o.dir + "/results.csv").find("\"optim.lr=50 schedule.warmup_epochs=2\""),
             std::string::npos);
