@@ -7,7 +7,9 @@
 
 namespace bigbatch::ddp_detail {
 
-DeviceStaging::DeviceStaging(const std::vector<torch::Tensor>& buckets) : buckets_(buckets) {
+DeviceStaging::DeviceStaging(const std::vector<torch::Tensor>& buckets,
+                             const DeviceStaging* shareStreamOf)
+    : buckets_(buckets) {
   BIGBATCH_CHECK(!buckets_.empty(), Error, "device staging of an empty bucket list");
   device_ = buckets_.front().device();
   const bool onDevice = !device_.is_cpu();
@@ -19,7 +21,11 @@ DeviceStaging::DeviceStaging(const std::vector<torch::Tensor>& buckets) : bucket
     host_.push_back(torch::empty({b.numel()}, options));
     if (onDevice) ready_.push_back(std::make_unique<c10::Event>(device_.type()));
   }
-  if (onDevice) {
+  if (onDevice && shareStreamOf && shareStreamOf->copyStream_) {
+    BIGBATCH_CHECK(shareStreamOf->device_ == device_, Error,
+                   "device stagings sharing a copy stream must be on one device");
+    copyStream_ = shareStreamOf->copyStream_;
+  } else if (onDevice) {
     // A stream of its own, so the copies overlap the backward's kernels.
     const c10::impl::VirtualGuardImpl impl(device_.type());
     copyStream_ = impl.getStreamFromGlobalPool(device_);
@@ -32,16 +38,20 @@ void DeviceStaging::ready(size_t b) {
   ready_[b]->record(impl.getStream(device_));
 }
 
-float* DeviceStaging::toHost(size_t b) {
+float* DeviceStaging::toHost(size_t b, int64_t begin, int64_t end) {
   torch::NoGradGuard noGrad;
-  if (!copyStream_) {
-    host_[b].copy_(buckets_[b]);
-    return host_[b].data_ptr<float>();
+  if (begin < end) {
+    torch::Tensor dst = host_[b].narrow(0, begin, end - begin);
+    const torch::Tensor src = buckets_[b].narrow(0, begin, end - begin);
+    if (!copyStream_) {
+      dst.copy_(src);
+    } else {
+      const c10::StreamGuard onCopyStream(*copyStream_);
+      ready_[b]->block(*copyStream_);
+      dst.copy_(src, /*non_blocking=*/true);
+      copyStream_->synchronize();
+    }
   }
-  const c10::StreamGuard onCopyStream(*copyStream_);
-  ready_[b]->block(*copyStream_);
-  host_[b].copy_(buckets_[b], /*non_blocking=*/true);
-  copyStream_->synchronize();
   return host_[b].data_ptr<float>();
 }
 
@@ -55,6 +65,7 @@ void DeviceStaging::toDevice(size_t b, int64_t begin, int64_t end) {
     return;
   }
   const c10::StreamGuard onCopyStream(*copyStream_);
+  ready_[b]->block(*copyStream_);
   dst.copy_(src, /*non_blocking=*/true);
   copyStream_->synchronize();
 }

@@ -13,6 +13,15 @@
 // stream order. Pinned mirrors are allocated once per layout (page-locking
 // is slow) and make the copies DMA transfers that overlap the backward.
 //
+// toDevice(b) waits for ready(b)'s mark as well, so a bucket the compute
+// stream still reads (the weights, under DdpOptions::partition) is not
+// overwritten under it.
+//
+// Under DdpOptions::partition a second DeviceStaging holds the flat weight
+// buckets: their host mirrors are the optimizer's weight slices. It shares
+// the gradients' copy stream, so a weight read (toHost) queued after a
+// gradient copy runs after everything that copy waited for.
+//
 // Buckets in host memory may be staged too (DdpOptions::stageThroughHost):
 // the copies are then plain memory copies and there is nothing to wait for
 // — which lets the tests run this path without a GPU.
@@ -35,17 +44,23 @@ namespace bigbatch::ddp_detail {
 
 class DeviceStaging {
  public:
-  // `buckets`: the flat fp32 gradient buckets, all on one device.
-  explicit DeviceStaging(const std::vector<torch::Tensor>& buckets);
+  // `buckets`: flat fp32 buckets, all on one device. `shareStreamOf`: a
+  // staging whose copy stream this one uses (null: a stream of its own).
+  explicit DeviceStaging(const std::vector<torch::Tensor>& buckets,
+                         const DeviceStaging* shareStreamOf = nullptr);
 
-  // Compute side: bucket b's gradients are written (in stream order).
+  // Compute side: bucket b is written, or no longer read (in stream order).
   void ready(size_t b);
-  // Communication side: b's values in its host mirror.
-  float* toHost(size_t b);
+  // Communication side: elements [begin, end) of b into its host mirror;
+  // returns the mirror's first element.
+  float* toHost(size_t b, int64_t begin, int64_t end);
+  float* toHost(size_t b) { return toHost(b, 0, buckets_[b].numel()); }
   // Communication side: elements [begin, end) of b's mirror back to b.
   void toDevice(size_t b, int64_t begin, int64_t end);
   void toDevice(size_t b) { toDevice(b, 0, buckets_[b].numel()); }
 
+  // Bucket b's host mirror (pinned on CUDA), for views into it.
+  const torch::Tensor& host(size_t b) const { return host_[b]; }
   const torch::Device& device() const { return device_; }
 
  private:

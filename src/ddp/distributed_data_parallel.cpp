@@ -102,10 +102,10 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, Commu
                    "move the model first, or leave DdpOptions::nccl null",
                    params_.empty() ? std::string("none") : params_.front().device().str());
   staged_ = size_ > 1 && !onNccl_ && (options_.stageThroughHost || onDevice);
-  BIGBATCH_REQUIRE(!(partitioned_ && (staged_ || onNccl_)), InvalidArgument,
-                   "ddp.partition = optimizer keeps the weight slices in host memory; with the "
-                   "model on {} set ddp.partition = none",
-                   onDevice ? params_.front().device().str() : "a staged exchange");
+  BIGBATCH_REQUIRE(!(partitioned_ && onNccl_), InvalidArgument,
+                   "ddp.partition = optimizer reduce-scatters through the host collectives (its "
+                   "slices and their optimizer live in host memory), not NCCL: set "
+                   "ddp.gpu_exchange = \"host\" (or \"auto\"), or ddp.partition = none");
   for (const auto& p : params_) {
     BIGBATCH_REQUIRE(p.device() == params_.front().device(), InvalidArgument,
                      "the model's parameters are on {} and {}; move the whole model to one "
@@ -288,9 +288,16 @@ void DistributedDataParallel::layoutFor(size_t fusionBytes) {
       views_[e.param] = view;
     }
   }
-  if (partitioned_) makeShards();
   staging_.reset();
+  weightStaging_.reset();
   if (staged_) staging_ = std::make_unique<ddp_detail::DeviceStaging>(buffers_);
+  if (staged_ && partitioned_) {
+    weightStaging_ = std::make_unique<ddp_detail::DeviceStaging>(weights_, staging_.get());
+    // The weights were just copied in on the compute stream: the first
+    // read of them on the copy stream waits for that.
+    for (size_t b = 0; b < weights_.size(); ++b) weightStaging_->ready(b);
+  }
+  if (partitioned_) makeShards();
   nccl_.reset();
   if (onNccl_) {
     nccl_ = std::make_unique<ddp_detail::NcclExchange>(*options_.nccl, *options_.ncclStream,
@@ -339,12 +346,15 @@ void DistributedDataParallel::makeShards() {
     const int64_t n = layout_[b].numel;
     const auto lo = static_cast<int64_t>(chunkBegin(static_cast<size_t>(n), size_, rank_));
     const auto hi = static_cast<int64_t>(chunkBegin(static_cast<size_t>(n), size_, rank_ + 1));
+    // Staged: the slices are views into the host mirrors (the optimizer
+    // runs on the host); otherwise into the model's own storage.
+    const torch::Tensor& weights = weightStaging_ ? weightStaging_->host(b) : weights_[b];
+    const torch::Tensor& grads = staging_ ? staging_->host(b) : buffers_[b];
     for (const auto& e : layout_[b].entries) {
       const int64_t s = std::max(lo, e.offset), t = std::min(hi, e.offset + e.numel);
       if (s >= t) continue;
       shards_.push_back({e.param, names_[e.param], params_[e.param].dim(), s - e.offset, t - s,
-                         weights_[b].narrow(0, s, t - s), buffers_[b].narrow(0, s, t - s),
-                         params_[e.param]});
+                         weights.narrow(0, s, t - s), grads.narrow(0, s, t - s), params_[e.param]});
     }
   }
 }
@@ -380,7 +390,16 @@ void DistributedDataParallel::reduceBucket(size_t bucket, bool onComputeThread) 
       unpackFloats(options_.exchangeType, data, wire.data(), n, static_cast<float>(size_));
     }
   }
-  if (staging_) staging_->toDevice(bucket);  // never partitioned (see the constructor)
+  if (staging_ && partitioned_) {
+    // The optimizer updates this rank's slice on the host: its summed
+    // gradient stays in the mirror, and its current weights come up beside
+    // it (S/N bytes; the device's weights are the ones all ranks gathered).
+    const auto lo = static_cast<int64_t>(chunkBegin(n, size_, rank_));
+    const auto hi = static_cast<int64_t>(chunkBegin(n, size_, rank_ + 1));
+    weightStaging_->toHost(bucket, lo, hi);
+  } else if (staging_) {
+    staging_->toDevice(bucket);
+  }
   if (options_.onExchange) {
     options_.onExchange(bucket, n * elementSize(options_.exchangeType), start,
                         std::chrono::steady_clock::now(), onComputeThread);
@@ -391,12 +410,18 @@ void DistributedDataParallel::gatherWeights() {
   if (!partitioned_) return;
   // The last bucket holds the first layers, which the next forward needs first.
   for (size_t b = layout_.size(); b-- > 0;) {
+    // Staged: what the compute stream queued so far (reads of the old
+    // weights) comes before the new weights are copied over them.
+    if (weightStaging_) weightStaging_->ready(b);
     gatherTicket_ = thread_->submit([this, b] {
       StallWatchdog::Scope watched(options_.watchdog, StallWatchdog::kCommThread,
                                    "the weight all-gather");
       const auto start = std::chrono::steady_clock::now();
-      allgather(comm_, weights_[b].data_ptr<float>(), static_cast<size_t>(weights_[b].numel()),
-                DataType::kFloat32, /*checkSignature=*/false);
+      float* weights = weightStaging_ ? weightStaging_->host(b).data_ptr<float>()
+                                      : weights_[b].data_ptr<float>();
+      allgather(comm_, weights, static_cast<size_t>(weights_[b].numel()), DataType::kFloat32,
+                /*checkSignature=*/false);
+      if (weightStaging_) weightStaging_->toDevice(b);
       if (options_.onExchange) {
         options_.onExchange(b, static_cast<size_t>(weights_[b].numel()) * sizeof(float), start,
                             std::chrono::steady_clock::now(), false);

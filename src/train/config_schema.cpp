@@ -231,12 +231,15 @@ std::vector<ConfigField> ddpKeys() {
         "exchange each bucket during backward; false: all buckets after backward"),
       F("ddp.partition", T::kString, std::string("none"),
         "optimizer: partitioned optimizer state (ZeRO-1) - gradients reduce-scattered, each rank "
-        "updates and keeps state for 1/N of every bucket, weights all-gathered; none: allreduce",
+        "updates and keeps state for 1/N of every bucket, weights all-gathered (run.device = "
+        "cuda: through host memory, the slices and their optimizer on the host); none: "
+        "allreduce",
         {}, {}, {"none", "optimizer"}),
       F("ddp.gpu_exchange", T::kString, std::string("auto"),
         "run.device = cuda on 2+ ranks: nccl (buckets summed by NCCL on the GPUs; every rank "
         "needs a GPU of its own), host (through pinned host memory and the host collectives), "
-        "auto: nccl where the build has NCCL and no two ranks share a GPU, else host",
+        "auto: nccl where the build has NCCL, no two ranks share a GPU and ddp.partition = "
+        "none, else host",
         {}, {}, {"auto", "nccl", "host"}),
   };
 }
@@ -484,10 +487,8 @@ void validateTrainingConfig(const Config& c) {
                      c.getString("run.device"));
     train_detail::checkNcclBuilt();
   }
-  if (onCuda && c.getString("ddp.partition") == "optimizer") {
-    BIGBATCH_THROW(InvalidArgument,
-                   "ddp.partition = optimizer keeps the weight slices in host memory and is not "
-                   "available with run.device = \"cuda\" yet; set ddp.partition = none");
+  if (c.getString("ddp.partition") == "optimizer") {
+    train_detail::checkPartitionedExchange(c.getString("ddp.gpu_exchange"));
   }
   if (c.getString("amp.loss_scaling") != "off") {
     DynamicLossScaler check(train_detail::lossScalerOptions(c));  // throws naming the bad option

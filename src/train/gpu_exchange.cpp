@@ -22,14 +22,25 @@ void requireNccl(bool built) {
 
 void checkNcclBuilt() { requireNccl(NcclCommunicator::available()); }
 
-GpuExchange resolveGpuExchange(const std::string& setting, const RunDevice& device,
-                               int worldSize, int maxRanksPerGpu, bool ncclBuilt) {
+void checkPartitionedExchange(const std::string& setting) {
+  BIGBATCH_REQUIRE(setting != "nccl", InvalidArgument,
+                   "ddp.gpu_exchange = \"nccl\" with ddp.partition = optimizer: the partitioned "
+                   "optimizer's slices live in host memory and are reduce-scattered there; set "
+                   "ddp.gpu_exchange = \"host\" (or \"auto\"), or ddp.partition = none");
+}
+
+GpuExchange resolveGpuExchange(const std::string& setting, const RunDevice& device, int worldSize,
+                               int maxRanksPerGpu, bool ncclBuilt, bool partitioned) {
   BIGBATCH_REQUIRE(setting == "auto" || setting == "nccl" || setting == "host", InvalidArgument,
                    "ddp.gpu_exchange = \"{}\" is not an exchange; use \"auto\", \"nccl\" or "
                    "\"host\"",
                    setting);
   if (!device.device.is_cuda() || worldSize <= 1) return GpuExchange::kNone;
   if (setting == "host") return GpuExchange::kHost;
+  if (partitioned) {
+    checkPartitionedExchange(setting);
+    return GpuExchange::kHost;
+  }
   if (setting == "auto") {
     return ncclBuilt && maxRanksPerGpu <= 1 ? GpuExchange::kNccl : GpuExchange::kHost;
   }
@@ -43,7 +54,8 @@ GpuExchange resolveGpuExchange(const std::string& setting, const RunDevice& devi
 }
 
 std::unique_ptr<NcclLink> connectGpuExchange(Communicator& comm, const RunDevice& device,
-                                             const std::string& setting, double timeoutS) {
+                                             const std::string& setting, double timeoutS,
+                                             bool partitioned) {
   // run.device is the same on every rank: CPU runs and single ranks have
   // nothing to choose and skip the collective below.
   if (!device.device.is_cuda() || comm.size() <= 1) return nullptr;
@@ -52,7 +64,7 @@ std::unique_ptr<NcclLink> connectGpuExchange(Communicator& comm, const RunDevice
   allreduceMaxInt64(comm, &maxRanksPerGpu, 1, kRanksPerGpuTag);
   const GpuExchange choice =
       resolveGpuExchange(setting, device, comm.size(), static_cast<int>(maxRanksPerGpu),
-                         NcclCommunicator::available());
+                         NcclCommunicator::available(), partitioned);
   if (choice != GpuExchange::kNccl) return nullptr;
   const c10::impl::VirtualGuardImpl impl(device.device.type());
   auto link = std::make_unique<NcclLink>(impl.getStreamFromGlobalPool(device.device));

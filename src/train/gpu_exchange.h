@@ -21,14 +21,20 @@ enum class GpuExchange { kNone, kHost, kNccl };  // kNone: on the CPU, or one ra
 
 // Throws InvalidArgument naming the fix when this build has no NCCL.
 void checkNcclBuilt();
+// Throws InvalidArgument naming the fix when `setting` is "nccl" under
+// ddp.partition = optimizer (its slices are reduce-scattered on the host).
+void checkPartitionedExchange(const std::string& setting);
 
 // ddp.gpu_exchange ("auto", "nccl", "host") for a run on `device` with
 // `worldSize` ranks, where `maxRanksPerGpu` is the most ranks sharing one
 // GPU on any host (NCCL refuses two ranks on one device) and `ncclBuilt`
 // whether the build has NCCL. "auto" takes NCCL wherever it can run, else
 // the host-staged path; "nccl" where it cannot is refused naming why.
-GpuExchange resolveGpuExchange(const std::string& setting, const RunDevice& device,
-                               int worldSize, int maxRanksPerGpu, bool ncclBuilt);
+// `partitioned` (ddp.partition = optimizer): the slices and their optimizer
+// live in host memory, so the exchange is the host-staged one ("nccl" is
+// refused).
+GpuExchange resolveGpuExchange(const std::string& setting, const RunDevice& device, int worldSize,
+                               int maxRanksPerGpu, bool ncclBuilt, bool partitioned = false);
 
 struct NcclLink {
   explicit NcclLink(c10::Stream s) : stream(s) {}
@@ -41,6 +47,7 @@ struct NcclLink {
 // and builds the communicator (under the deadline `timeoutS`). Null when
 // the exchange is not NCCL.
 std::unique_ptr<NcclLink> connectGpuExchange(Communicator& comm, const RunDevice& device,
-                                             const std::string& setting, double timeoutS);
+                                             const std::string& setting, double timeoutS,
+                                             bool partitioned);
 
 }  // namespace bigbatch::train_detail

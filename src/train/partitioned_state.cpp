@@ -62,8 +62,10 @@ void loadWholeOptimizerState(Optimizer& optimizer, DistributedDataParallel& ddp,
                        "optimizer state '{}' has shape {} but this model needs {}", name,
                        c10::str(it->second.sizes()), c10::str(p.sizes()));
       // The slice is in the parameter's memory order: lay the whole tensor
-      // out with the parameter's strides first.
-      torch::Tensor laid = torch::empty_strided(p.sizes(), p.strides(), p.options());
+      // out with the parameter's strides first — where the slice lives (the
+      // host, when the model is on a GPU and its exchange staged).
+      torch::Tensor laid =
+          torch::empty_strided(p.sizes(), p.strides(), p.options().device(s.weight.device()));
       laid.copy_(it->second);
       slices.emplace_back(name,
                           laid.as_strided({p.numel()}, {1}).narrow(0, s.begin, s.numel).clone());

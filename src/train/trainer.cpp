@@ -137,7 +137,8 @@ void TrainingRun::prepareExchange() {
   stallGuard_ =
       std::make_unique<StallGuard>(*comm_, recipe_.timeoutS, [this] { logRunStop("aborted"); });
   ddpOptions.watchdog = stallGuard_->watchdog();
-  nccl_ = connectGpuExchange(*comm_, device_, recipe_.gpuExchange, recipe_.timeoutS);
+  nccl_ = connectGpuExchange(*comm_, device_, recipe_.gpuExchange, recipe_.timeoutS,
+                             ddpOptions.partition);
   if (nccl_) {
     ddpOptions.nccl = nccl_->comm.get();
     ddpOptions.ncclStream = nccl_->stream;
@@ -266,6 +267,8 @@ void TrainingRun::printBanner() const {
       scaler_ ? fmt::format(", dynamic loss scale from {:g}", scaler_->scale()) : "",
       device_.description,
       nccl_ ? fmt::format("; gradients summed by NCCL {} on the GPUs", NcclCommunicator::version())
+      : device_.device.is_cuda() && ddp_->partitioned()
+          ? "; gradients reduce-scattered through host memory, the optimizer on host slices"
       : device_.device.is_cuda() && worldSize_ > 1 ? "; gradients summed through host memory"
                                                    : "",
       start_.runDir->path());

@@ -40,6 +40,24 @@ TEST(GpuExchange, AutoTakesNcclWhereverItCanRun) {
   EXPECT_EQ(resolveGpuExchange("nccl", onGpu(1), 4, 1, true), GpuExchange::kNccl);
 }
 
+// ddp.partition = optimizer keeps its slices and their optimizer in host
+// memory: its reduce-scatter runs on the host mirrors, whatever NCCL could do.
+TEST(GpuExchange, APartitionedOptimizerTakesTheHostPathAndRefusesNccl) {
+  EXPECT_EQ(resolveGpuExchange("auto", onGpu(1), 2, 1, true, /*partitioned=*/true),
+            GpuExchange::kHost);
+  EXPECT_EQ(resolveGpuExchange("host", onGpu(1), 2, 1, true, true), GpuExchange::kHost);
+  try {
+    resolveGpuExchange("nccl", onGpu(1), 2, 1, true, true);
+    FAIL() << "ddp.gpu_exchange = nccl accepted with ddp.partition = optimizer";
+  } catch (const InvalidArgument& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("ddp.partition = optimizer"), std::string::npos) << m;
+    EXPECT_NE(m.find("set ddp.gpu_exchange = \"host\""), std::string::npos) << m;
+  }
+  EXPECT_NO_THROW(checkPartitionedExchange("auto"));
+  EXPECT_THROW(checkPartitionedExchange("nccl"), InvalidArgument);
+}
+
 TEST(GpuExchange, NothingToChooseOnTheCpuOrOnOneRank) {
   RunDevice cpu;
   for (const char* s : {"auto", "host", "nccl"}) {

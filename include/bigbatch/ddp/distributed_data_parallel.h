@@ -32,6 +32,14 @@
 // the gradients go in 16 bits, the weights in fp32); 1/N of the optimizer's
 // memory traffic and state.
 //
+// A model on a GPU (or DdpOptions::stageThroughHost) partitions through the
+// host mirrors of the staged exchange (device_staging.h), as ZeRO-Offload
+// does (Ren et al. 2021): the reduce-scattered gradients stay in the pinned
+// host mirror, this rank's chunk of the weights is copied up beside them
+// (S/N bytes), the slices — and the optimizer, its state and its update —
+// live in host memory, and gatherWeights() all-gathers the host mirrors and
+// copies each bucket back to the device. The GPU holds no optimizer state.
+//
 // Threading: one compute thread calls every method. The Communicator is used
 // by the internal communication thread, and by the compute thread only in
 // finishBackward() after that thread went idle (the last bucket is reduced
@@ -126,8 +134,8 @@ struct ParameterShard {
   int64_t fullDim;  // the whole parameter's rank
   int64_t begin;
   int64_t numel;
-  torch::Tensor weight;     // 1-D view into the parameter's storage
-  torch::Tensor grad;       // 1-D view into its (reduce-scattered) gradient
+  torch::Tensor weight;     // 1-D view into the parameter's storage (staged: its host mirror)
+  torch::Tensor grad;       // 1-D view into its reduce-scattered gradient (staged: host mirror)
   torch::Tensor parameter;  // the whole parameter (its shape and strides)
 };
 
@@ -230,6 +238,7 @@ class DistributedDataParallel {
   std::vector<torch::Tensor> buffers_;  // one flat fp32 tensor per bucket
   bool staged_ = false;                 // buckets reduced through host mirrors
   std::unique_ptr<ddp_detail::DeviceStaging> staging_;
+  std::unique_ptr<ddp_detail::DeviceStaging> weightStaging_;  // staged and partitioned
   bool onNccl_ = false;                 // buckets summed by NCCL on the device
   std::unique_ptr<ddp_detail::NcclExchange> nccl_;
   bool partitioned_ = false;
