@@ -123,6 +123,7 @@ void TrainingRun::prepareExchange() {
         std::make_unique<Timeline>(rank_, options_.timelineFirstStep, options_.timelineLastStep);
   }
   DdpOptions ddpOptions = recipe_.ddp;
+  ddpOptions.stageThroughHost = ddpOptions.stageThroughHost || options_.stageThroughHost;
   if (timeline_) {
     Timeline* tl = timeline_.get();
     ddpOptions.onExchange = [tl](size_t bucket, size_t bytes, Clock::time_point start,

@@ -172,6 +172,74 @@ TEST(LargeBatchRun, KfacOnTwoRanksTrainsAndKeepsTheirWeightsIdentical) {
   std::filesystem::remove_all(dir);
 }
 
+// The partition a model on a GPU takes — gradients reduce-scattered in host
+// mirrors, the slices and their optimizer in host memory, each bucket copied
+// back after the all-gather — through the whole trainer on the CPU (where
+// the copies are plain): 2 ranks, 16 LARS steps with fp16 on the wire end
+// bit for bit where the in-place partition ends, and a resume from the
+// staged run's step-4 checkpoint (weights written into the model after the
+// exchange was built, so the host slices must be refreshed from them) ends
+// there too.
+TEST(PartitionedRun, ThroughHostMirrorsItTrainsAndResumesBitForBitAsInPlace) {
+  Config c = defaultTrainingConfig();
+  c.set("data.dataset=synthetic");
+  c.set("data.train_samples=1024");
+  c.set("data.eval_samples=256");
+  c.set("train.epochs=2");
+  c.set("train.batch_size=64");
+  c.set("run.threads=1");
+  c.set("optim.name=lars");
+  c.set("optim.lr=2.0");
+  c.set("ddp.fusion_bytes=16384");  // several buckets, layers split across the ranks
+  c.set("ddp.exchange_dtype=fp16");
+  c.set("ddp.partition=optimizer");
+  c.set("ckpt.every_steps=4");
+  c.set("ckpt.keep=10");
+  const std::string base = ::testing::TempDir() + "/staged_partition_" + std::to_string(::getpid());
+  auto run = [&](const std::string& name, bool staged, const std::string& resume) {
+    const std::string dir = base + "_" + name;
+    if (resume.empty()) std::filesystem::remove_all(dir);
+    std::vector<TrainingJob> jobs = seededJobs(2);
+    auto comms = makeInProcessGroup(2);
+    std::vector<std::string> errors(2);
+    std::vector<int64_t> steps(2, 0);
+    onRanks(2, [&](int r) {
+      TrainOptions o;
+      o.comm = comms[r].get();
+      o.runDir = dir;
+      o.overwrite = !resume.empty();
+      o.resume = resume;
+      o.stageThroughHost = staged;
+      o.verbosity = Verbosity::kQuiet;
+      try {
+        steps[r] = train(c, o, jobs[r]).steps;
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+    EXPECT_EQ(errors[0], "") << name;
+    EXPECT_EQ(errors[1], "") << name;
+    EXPECT_EQ(steps[0], 16) << name;
+    std::vector<torch::Tensor> w;
+    for (const auto& p : jobs[0].model->parameters()) w.push_back(p.detach().clone());
+    return w;
+  };
+  const std::vector<torch::Tensor> inPlace = run("in_place", false, "");
+  const std::vector<torch::Tensor> staged = run("staged", true, "");
+  const std::vector<torch::Tensor> resumed =
+      run("resumed", true, base + "_staged/checkpoints/ckpt-000000004.pt");
+  const std::vector<torch::Tensor> initial = seededJobs(1)[0].model->parameters();
+  ASSERT_EQ(staged.size(), inPlace.size());
+  ASSERT_EQ(resumed.size(), inPlace.size());
+  for (size_t i = 0; i < inPlace.size(); ++i) {
+    EXPECT_TRUE(torch::equal(staged[i], inPlace[i])) << "parameter " << i;
+    EXPECT_TRUE(torch::equal(resumed[i], staged[i])) << "parameter " << i << " after the resume";
+  }
+  EXPECT_FALSE(torch::equal(staged[0], initial[0]));  // the steps moved the weights
+  for (const char* name : {"_in_place", "_staged", "_resumed"})
+    std::filesystem::remove_all(base + name);
+}
+
 TEST(PartitionedRun, EachRankHoldsHalfTheOptimizerStateAndTheRanksKeepOneModel) {
   // Two in-process ranks, LAMB (two buffers per value): partitioned, each
   // rank's state is its half of every bucket; unpartitioned, all of it.

@@ -63,6 +63,10 @@ struct TrainOptions {
   // none: the ranks check at the start and stop with a MismatchError
   // otherwise.
   std::function<void(const StepRecord&)> onStep;
+  // Exchange the gradients through host mirrors, and under ddp.partition =
+  // optimizer keep the slices there, as a model on a GPU without NCCL does
+  // (DdpOptions::stageThroughHost) — on the CPU, for tests of that path.
+  bool stageThroughHost = false;
 };
 
 // What a user may hand over instead of naming them in the config. Empty
