@@ -367,6 +367,8 @@ void DistributedDataParallel::reduceBucket(size_t bucket, bool onComputeThread) 
   const auto start = std::chrono::steady_clock::now();
   torch::Tensor& buf = buffers_[bucket];
   const size_t n = static_cast<size_t>(buf.numel());
+  // Partitioned: this rank's chunk [lo, hi) of the bucket.
+  const size_t lo = chunkBegin(n, size_, rank_), hi = chunkBegin(n, size_, rank_ + 1);
   float* data = staging_ ? staging_->toHost(bucket) : buf.data_ptr<float>();
   if (options_.exchangeType == DataType::kFloat32) {
     if (partitioned_) {
@@ -382,7 +384,6 @@ void DistributedDataParallel::reduceBucket(size_t bucket, bool onComputeThread) 
     if (partitioned_) {
       // Only this rank's chunk holds the sum; only it is unpacked.
       reduceScatter(comm_, wire.data(), n, options_.exchangeType, /*checkSignature=*/false);
-      const size_t lo = chunkBegin(n, size_, rank_), hi = chunkBegin(n, size_, rank_ + 1);
       unpackFloats(options_.exchangeType, data + lo, wire.data() + lo * bytes, hi - lo,
                    static_cast<float>(size_));
     } else {
@@ -394,9 +395,7 @@ void DistributedDataParallel::reduceBucket(size_t bucket, bool onComputeThread) 
     // The optimizer updates this rank's slice on the host: its summed
     // gradient stays in the mirror, and its current weights come up beside
     // it (S/N bytes; the device's weights are the ones all ranks gathered).
-    const auto lo = static_cast<int64_t>(chunkBegin(n, size_, rank_));
-    const auto hi = static_cast<int64_t>(chunkBegin(n, size_, rank_ + 1));
-    weightStaging_->toHost(bucket, lo, hi);
+    weightStaging_->toHost(bucket, static_cast<int64_t>(lo), static_cast<int64_t>(hi));
   } else if (staging_) {
     staging_->toDevice(bucket);
   }
