@@ -1,7 +1,7 @@
 // Partitioned optimizer state (ddp.partition = optimizer) against the
 // unpartitioned exchange on real Fashion-MNIST, run by CTest under
 // `mpirun -np 2` and `-np 3`. Each case trains 25 steps of a global batch of
-// 256 (255 on 3 ranks) twice from the same seed — allreduce + whole
+// 128 (126 on 3 ranks) twice from the same seed — allreduce + whole
 // optimizer, then reduce-scatter + 1/N of the optimizer + all-gather — and
 // compares every step's loss and the final weights:
 //   * SGD: bit-identical. Under comm.allreduce = ring (set below) the
@@ -50,7 +50,7 @@ struct Outcome {
 
 Outcome run(Communicator& comm, const std::vector<std::string>& sets, const std::string& dir,
             const std::string& resume = "") {
-  const int64_t perRank = 256 / comm.size();
+  const int64_t perRank = 128 / comm.size();
   Config c = defaultTrainingConfig();
   c.set(fmt::format("data.train_samples={}", kSteps * perRank * comm.size()));
   c.set("data.eval_samples=500");
@@ -77,9 +77,10 @@ Outcome run(Communicator& comm, const std::vector<std::string>& sets, const std:
   Outcome out;
   o.onStep = [&](const StepRecord& r) { out.losses.push_back(r.loss); };
   TrainingJob job;
-  Dataset train = loadFashionMnist("", "train");
+  static const Dataset train = loadFashionMnist("", "train");  // once per process
+  static const Dataset test = takeFirst(loadFashionMnist("", "test"), 500);
   job.trainData = takeFirst(train, c.getInt("data.train_samples"));
-  job.testData = takeFirst(loadFashionMnist("", "test"), 500);
+  job.testData = test;
   ModelOptions mo;
   torch::manual_seed(1);
   job.model = buildModel(mo);
@@ -156,7 +157,7 @@ class PartitionChecks {
       cases.push_back(
           {"lamb, fp16 wire + loss scaling, 2 accumulation steps, 2 BN groups, NaN "
            "at step 5 skipped",
-           {"optim.name=lamb", "optim.lr=0.004", "ddp.exchange_dtype=fp16", "train.batch_size=64",
+           {"optim.name=lamb", "optim.lr=0.004", "ddp.exchange_dtype=fp16", "train.batch_size=32",
             "train.accumulation_steps=2", "train.virtual_workers=2", "fault.kind=nan",
             "fault.step=5", "fault.rank=1", "train.nonfinite=skip"},
            false});
