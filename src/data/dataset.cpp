@@ -24,22 +24,23 @@ std::string findIdx(const std::string& dir, const std::string& stem) {
 
 }  // namespace
 
-Dataset loadFashionMnist(const std::string& dirIn, const std::string& split) {
+Dataset loadFashionMnist(const std::string& dirIn, const std::string& split, int64_t limit) {
   BIGBATCH_REQUIRE(split == "train" || split == "test", InvalidArgument,
                    "split must be 'train' or 'test', got '{}'", split);
   const std::string dir = dirIn.empty() ? kFashionMnistDefaultDir : dirIn;
   const std::string prefix = split == "train" ? "train" : "t10k";
   const std::string imagePath = findIdx(dir, prefix + "-images-idx3-ubyte");
   const std::string labelPath = findIdx(dir, prefix + "-labels-idx1-ubyte");
-  torch::Tensor images = readIdx(imagePath, 3);
-  torch::Tensor labels = readIdx(labelPath, 1);
+  int64_t imagesInFile = 0, labelsInFile = 0;
+  torch::Tensor images = readIdx(imagePath, 3, limit, &imagesInFile);
+  torch::Tensor labels = readIdx(labelPath, 1, limit, &labelsInFile);
   if (images.size(1) != 28 || images.size(2) != 28) {
     BIGBATCH_THROW(IoError, "'{}': images are {}x{}, Fashion-MNIST images are 28x28", imagePath,
                    images.size(1), images.size(2));
   }
-  if (labels.size(0) != images.size(0)) {
+  if (labelsInFile != imagesInFile) {
     BIGBATCH_THROW(IoError, "label count {} in '{}' differs from image count {} in '{}'",
-                   labels.size(0), labelPath, images.size(0), imagePath);
+                   labelsInFile, labelPath, imagesInFile, imagePath);
   }
   const int64_t maxLabel = labels.max().item<int64_t>();
   if (maxLabel >= 10) {

@@ -77,6 +77,39 @@ TEST(IdxReader, TruncatedFilesAreNamed) {
   EXPECT_NE(msg.find("truncated or corrupt gzip"), std::string::npos) << msg;
 }
 
+// maxItems reads the first rows and decompresses no further: a file cut
+// after them still reads; asking past the cut is named as truncation; the
+// header's own count is reported.
+TEST(IdxReader, TheFirstItemsOnlyAreReadAndTheRestIsNotNeeded) {
+  std::vector<uint8_t> values(1000 * 100);
+  for (size_t i = 0; i < values.size(); ++i)
+    values[i] = static_cast<uint8_t>((i * 2654435761u) >> 24);
+  const std::string bytes = idxBytes({1000, 100}, values);
+  for (bool gz : {false, true}) {
+    const auto path = writeFile(gz ? "rows.idx.gz" : "rows.idx", bytes, gz);
+    std::ifstream in(path, std::ios::binary);
+    const std::string file((std::istreambuf_iterator<char>(in)), {});
+    const auto cut =
+        writeFile(gz ? "rows_cut.idx.gz" : "rows_cut.idx", file.substr(0, file.size() / 2));
+    int64_t inFile = 0;
+    const torch::Tensor whole = readIdx(path, 2);
+    const torch::Tensor first = readIdx(cut, 2, 10, &inFile);
+    EXPECT_EQ(inFile, 1000);
+    ASSERT_EQ(first.sizes(), (std::vector<int64_t>{10, 100}));
+    EXPECT_TRUE(first.equal(whole.narrow(0, 0, 10)));
+    EXPECT_TRUE(readIdx(path, 2, 5000).equal(whole)) << "a limit past the end is the whole file";
+    const std::string msg = ioErrorMessage([&] { readIdx(cut, 2, 1000); });
+    EXPECT_NE(msg.find(gz ? "truncated or corrupt gzip" : "truncated"), std::string::npos) << msg;
+    EXPECT_NE(ioErrorMessage([&] { readIdx(cut); }).find("truncated"), std::string::npos);
+  }
+  // In memory: a clipped parse accepts the bytes beyond its rows, a whole one does not.
+  EXPECT_EQ(parseIdx(bytes + "x", "extra.idx", 2, 3).size(0), 3);
+  EXPECT_NE(ioErrorMessage([&] {
+              parseIdx(bytes + "x", "extra.idx", 2, 1000);
+            }).find("longer than its header says"),
+            std::string::npos);
+}
+
 TEST(IdxReader, WrongMagicTypeAndRank) {
   auto path = writeFile("magic.idx", "PK\x03\x04garbage");
   EXPECT_NE(ioErrorMessage([&] { readIdx(path); }).find("bad magic"), std::string::npos);
@@ -86,6 +119,8 @@ TEST(IdxReader, WrongMagicTypeAndRank) {
   EXPECT_NE(ioErrorMessage([&] { readIdx(path, 3); }).find("2 dimensions, expected 3"),
             std::string::npos);
   EXPECT_THROW(readIdx(::testing::TempDir() + "/does-not-exist.idx"), IoError);
+  EXPECT_NE(ioErrorMessage([&] { readIdx(::testing::TempDir()); }).find("is a directory"),
+            std::string::npos);
 }
 
 TEST(FashionMnist, LabelCountMismatchIsNamed) {
@@ -110,6 +145,18 @@ TEST(FashionMnist, LoadsTheDebianPackage) {
   EXPECT_EQ(test.labels.max().item<int64_t>(), 9);
   // Fashion-MNIST's test set is balanced: 1000 images per class.
   EXPECT_EQ(torch::bincount(test.labels).eq(1000).all().item<bool>(), true);
+}
+
+// The subset a run asks for (data.train_samples) is the first samples of
+// the whole set, exactly as takeFirst cuts them.
+TEST(FashionMnist, ALimitLoadsTheFirstSamplesOfTheWholeSet) {
+  const Dataset whole = loadFashionMnist("", "train");
+  const Dataset first = loadFashionMnist("", "train", 1000);
+  ASSERT_EQ(first.size(), 1000);
+  EXPECT_TRUE(first.images.equal(takeFirst(whole, 1000).images));
+  EXPECT_TRUE(first.labels.equal(takeFirst(whole, 1000).labels));
+  EXPECT_EQ(first.mean, whole.mean);
+  EXPECT_EQ(first.numClasses, 10);
 }
 
 // Four dimensions of 2^28 multiply past 64 bits; the reader must call the

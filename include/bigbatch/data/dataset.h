@@ -26,8 +26,10 @@ struct Dataset {
 
 inline constexpr const char* kFashionMnistDefaultDir = "/usr/share/datasets/fashion-mnist";
 
-// split: "train" or "test". `dir` empty means the Debian location.
-Dataset loadFashionMnist(const std::string& dir, const std::string& split);
+// split: "train" or "test". `dir` empty means the Debian location. `limit`
+// > 0 loads only the first `limit` samples (what takeFirst would keep),
+// decompressing no further: the rest of the files is not read or checked.
+Dataset loadFashionMnist(const std::string& dir, const std::string& split, int64_t limit = 0);
 
 // Random uint8 images for unit tests and throughput benchmarks.
 Dataset makeSyntheticDataset(int64_t n, int64_t channels, int64_t height, int64_t width,
