@@ -349,7 +349,7 @@ int runBench(BenchArgs& b) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bigbatch::ensureProcessEnvironment(argc, argv);
+  bigbatch::ensureProcessEnvironment();
 
   CLI::App app{"bigbatch: data-parallel large-batch training on libtorch + MPI"};
   app.require_subcommand(1);

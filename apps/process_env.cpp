@@ -1,22 +1,20 @@
 #include "process_env.h"
 
-#include <unistd.h>
+#include <dlfcn.h>
 
 #include <cstdlib>
-#include <string>
 
 namespace bigbatch {
 
-void ensureProcessEnvironment(int argc, char** argv) {
-  (void)argc;
-  if (std::getenv("BIGBATCH_ENV_APPLIED") != nullptr) return;
-  setenv("BIGBATCH_ENV_APPLIED", "1", 1);
-  // OpenBLAS (pthread build) would start its own thread pool beside libtorch's
-  // OpenMP pool and the two would fight for the cores; libtorch parallelises
-  // above BLAS, so BLAS runs single-threaded.
+void ensureProcessEnvironment() {
+  if (std::getenv("OPENBLAS_NUM_THREADS") != nullptr) return;  // the user's choice
   setenv("OPENBLAS_NUM_THREADS", "1", 0);
-  execv("/proc/self/exe", argv);
-  // execv only returns on failure: carry on in this process, untuned.
+  // Not a re-exec with the variable set: that loaded libtorch twice, 0.7 s
+  // on every start of the binary (each rank's too).
+  using SetThreads = void (*)(int);
+  if (auto* set = reinterpret_cast<SetThreads>(dlsym(RTLD_DEFAULT, "openblas_set_num_threads"))) {
+    set(1);
+  }
 }
 
 }  // namespace bigbatch
