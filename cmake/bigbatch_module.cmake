@@ -16,12 +16,27 @@ function(bigbatch_module name)
   bigbatch_apply_flags(bigbatch_${name})
 endfunction()
 
-# bigbatch_test(NAME SOURCES... DEPS ...): a GoogleTest binary registered with CTest.
+# bigbatch_test(NAME SOURCES... DEPS ... [LABELS ...] [ONE_PROCESS_SUITES ...]): a
+# GoogleTest binary registered with CTest, one CTest test per case. A suite
+# named in ONE_PROCESS_SUITES is one CTest test instead, all its cases in one
+# process: for a fixture whose SetUpTestSuite trains a run that every case
+# reads (one process per case would train it once per case).
 function(bigbatch_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS;ONE_PROCESS_SUITES" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main bigbatch_malloc)
   bigbatch_apply_flags(${name})
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST
-                       PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "BIGBATCH_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  set(environment "BIGBATCH_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+  set(filter "")
+  foreach(suite ${ARG_ONE_PROCESS_SUITES})
+    string(APPEND filter "${suite}.*:")
+    add_test(NAME ${suite} COMMAND ${name} --gtest_filter=${suite}.*)
+    set_tests_properties(${suite} PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "${environment}")
+  endforeach()
+  if(filter)
+    string(REGEX REPLACE ":$" "" filter "${filter}")
+    set(filter TEST_FILTER "-${filter}")
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST ${filter}
+                       PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "${environment}")
 endfunction()
