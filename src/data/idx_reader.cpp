@@ -71,12 +71,12 @@ IdxHeader parseHeader(const std::string& bytes, const std::string& path, int exp
 
 size_t saturatingAdd(size_t a, size_t b) { return a > SIZE_MAX - b ? SIZE_MAX : a + b; }
 
-// first x shape[from] x shape[from + 1] x ..., SIZE_MAX where it would
-// overflow (four dimensions of 2^28 pass 64 bits).
-size_t saturatingProduct(const std::vector<int64_t>& shape, size_t from, size_t first) {
-  size_t p = first;
-  for (size_t d = from; d < shape.size(); ++d) {
-    const auto dim = static_cast<size_t>(shape[d]);
+// The number of values `shape` holds, SIZE_MAX where that would overflow
+// (four dimensions of 2^28 pass 64 bits).
+size_t saturatingProduct(const std::vector<int64_t>& shape) {
+  size_t p = 1;
+  for (const int64_t d : shape) {
+    const auto dim = static_cast<size_t>(d);
     p = p > SIZE_MAX / dim ? SIZE_MAX : p * dim;
   }
   return p;
@@ -136,12 +136,12 @@ torch::Tensor readIdx(const std::string& path, int expectedRank, int64_t maxItem
   constexpr size_t kLongestHeader = 4 + 4 * 4;
   const std::string head =
       isGzip(raw) ? inflateGzip(raw, path, kLongestHeader) : raw.substr(0, kLongestHeader);
-  const IdxHeader h = parseHeader(head, path, expectedRank);
+  IdxHeader h = parseHeader(head, path, expectedRank);
   if (itemsInFile) *itemsInFile = h.shape[0];
   size_t wanted = SIZE_MAX;
   if (maxItems > 0) {
-    const int64_t rows = std::min(h.shape[0], maxItems);
-    wanted = saturatingAdd(h.bytes, saturatingProduct(h.shape, 1, rows));
+    h.shape[0] = std::min(h.shape[0], maxItems);
+    wanted = saturatingAdd(h.bytes, saturatingProduct(h.shape));
   }
   return parseIdx(gunzipIfNeeded(std::move(raw), path, wanted), path, expectedRank, maxItems);
 }
@@ -153,7 +153,7 @@ torch::Tensor parseIdx(const std::string& bytes, const std::string& path, int ex
   if (clipped) h.shape[0] = maxItems;
   // No file holds more values than it has bytes: a product past that is
   // truncation, and saturating keeps it from wrapping around first.
-  const size_t count = saturatingProduct(h.shape, 0, 1);
+  const size_t count = saturatingProduct(h.shape);
   const size_t held = bytes.size() - h.bytes;
   if (count > bytes.size()) {
     BIGBATCH_THROW(IoError,
