@@ -39,27 +39,20 @@ void DeviceStaging::ready(size_t b) {
 }
 
 float* DeviceStaging::toHost(size_t b, int64_t begin, int64_t end) {
-  torch::NoGradGuard noGrad;
   if (begin < end) {
-    torch::Tensor dst = host_[b].narrow(0, begin, end - begin);
-    const torch::Tensor src = buckets_[b].narrow(0, begin, end - begin);
-    if (!copyStream_) {
-      dst.copy_(src);
-    } else {
-      const c10::StreamGuard onCopyStream(*copyStream_);
-      ready_[b]->block(*copyStream_);
-      dst.copy_(src, /*non_blocking=*/true);
-      copyStream_->synchronize();
-    }
+    copy(b, host_[b].narrow(0, begin, end - begin), buckets_[b].narrow(0, begin, end - begin));
   }
   return host_[b].data_ptr<float>();
 }
 
 void DeviceStaging::toDevice(size_t b, int64_t begin, int64_t end) {
+  if (begin < end) {
+    copy(b, buckets_[b].narrow(0, begin, end - begin), host_[b].narrow(0, begin, end - begin));
+  }
+}
+
+void DeviceStaging::copy(size_t b, torch::Tensor dst, const torch::Tensor& src) {
   torch::NoGradGuard noGrad;
-  if (begin >= end) return;
-  torch::Tensor dst = buckets_[b].narrow(0, begin, end - begin);
-  const torch::Tensor src = host_[b].narrow(0, begin, end - begin);
   if (!copyStream_) {
     dst.copy_(src);
     return;

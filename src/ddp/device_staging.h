@@ -64,6 +64,10 @@ class DeviceStaging {
   const torch::Device& device() const { return device_; }
 
  private:
+  // dst <- src (a range of bucket b and of its mirror): on the copy stream
+  // after ready(b)'s mark, waited for; a plain copy for host buckets.
+  void copy(size_t b, torch::Tensor dst, const torch::Tensor& src);
+
   torch::Device device_{torch::kCPU};
   std::vector<torch::Tensor> buckets_;
   std::vector<torch::Tensor> host_;                 // pinned on CUDA
