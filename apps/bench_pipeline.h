@@ -2,7 +2,9 @@
 // JPEGs — decode, random resized crop, flip, normalise, batch — timed per
 // epoch, with the CPU seconds it used (getrusage), so img/s per fully busy
 // worker = images / CPU seconds. bench/pipeline_bench.sh runs it beside
-// torchvision's ImageFolder + DataLoader on the same files.
+// torchvision's ImageFolder + DataLoader on the same files. --in-memory
+// times the path in-memory data (synthetic, Fashion-MNIST) takes instead:
+// no decode, no crop — planes to pixels, flip, normalise, batch.
 #pragma once
 
 #include <string>
@@ -11,6 +13,7 @@ namespace bigbatch {
 
 struct BenchPipelineOptions {
   std::string dir;          // root/<class>/<image>.jpg; empty: synthetic 500x375 images
+  bool inMemory = false;    // uint8 images in memory, whole (size x size), channels-last batches
   int workers = 2;          // decode threads; augment threads = workers; one read thread
   int size = 224;           // output side
   int batch = 64;

@@ -18,7 +18,8 @@
 //   bigbatch bench optim [--models LIST] [--optimizers LIST] [--iterations N] [--device cpu|cuda]
 //   [--json]
 //                        [--partitioned]   (under mpirun)
-//   bigbatch bench pipeline [--dir ROOT] [--workers N] [--size S] [--batch B] [--epochs E] [--json]
+//   bigbatch bench pipeline [--dir ROOT | --in-memory] [--workers N] [--size S] [--batch B]
+//   [--epochs E] [--json]
 //
 // Every error a user can cause ends with a one-line message naming the problem
 // and the fix, and exit status 1 (2 for a malformed command line).
@@ -311,6 +312,10 @@ void addBenchCommands(CLI::App& app, BenchArgs& b) {
   b.pipeline->add_option(
       "--dir", b.bp.dir,
       "root/<class>/<image>.jpg (bench/make_jpeg_folder.py); default: synthetic 500x375 images");
+  b.pipeline->add_flag("--in-memory", b.bp.inMemory,
+                       "2,048 uint8 images of --size x --size in memory instead, whole (no "
+                       "decode, no crop): the path of data.dataset = synthetic and Fashion-MNIST, "
+                       "into channels-last batches (default: off)");
   b.pipeline
       ->add_option("--workers", b.bp.workers,
                    "decode threads (and as many augment threads; one read thread)")

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "bigbatch/common/error.h"
 #include "bigbatch/data/sampler.h"
@@ -13,6 +14,61 @@ namespace {
 double uniform(uint64_t& state) {
   state = splitmix64(state);
   return static_cast<double>(state >> 11) * (1.0 / 9007199254740992.0);
+}
+
+// The whole HWC image, flipped left-right or not, into the [C, H, W] view
+// `out` as x * scale[c] + shift[c]. A flipped row is first reversed pixel
+// by pixel into a small buffer, so both cases run the same loops. A
+// channels-last slot is HWC like the pixels: each row is one contiguous run,
+// normalised against a row of per-position factors (vectorised); a plain
+// slot takes one plane at a time. Every element is the same float multiply
+// and add in every branch, so the layouts agree bit for bit.
+void normaliseWhole(const uint8_t* src, int64_t H, int64_t W, int64_t C, bool flip,
+                    const float* scale, const float* shift, torch::Tensor& out) {
+  float* dst = out.data_ptr<float>();
+  const int64_t sc = out.stride(0), sy = out.stride(1), sx = out.stride(2);
+  const int64_t row = W * C;
+  std::vector<uint8_t> reversed(flip ? static_cast<size_t>(row) : 0);
+  auto rowOf = [&](int64_t y) -> const uint8_t* {
+    const uint8_t* in = src + y * row;
+    if (!flip) return in;
+    uint8_t* r = reversed.data();
+    if (C == 3) {  // the pixel size spelled out: a loop over c would not be unrolled
+      for (int64_t x = 0, j = row - 3; x < row; x += 3, j -= 3) {
+        r[j] = in[x];
+        r[j + 1] = in[x + 1];
+        r[j + 2] = in[x + 2];
+      }
+    } else {
+      for (int64_t x = 0; x < W; ++x) {
+        for (int64_t c = 0; c < C; ++c) r[(W - 1 - x) * C + c] = in[x * C + c];
+      }
+    }
+    return r;
+  };
+  if (sc == 1 && sx == C) {  // channels-last
+    std::vector<float> m(static_cast<size_t>(row)), k(static_cast<size_t>(row));
+    for (int64_t i = 0; i < row; ++i) {
+      m[i] = scale[i % C];
+      k[i] = shift[i % C];
+    }
+    const float* mp = m.data();
+    const float* kp = k.data();
+    for (int64_t y = 0; y < H; ++y) {
+      const uint8_t* in = rowOf(y);
+      float* o = dst + y * sy;
+      for (int64_t i = 0; i < row; ++i) o[i] = static_cast<float>(in[i]) * mp[i] + kp[i];
+    }
+    return;
+  }
+  for (int64_t y = 0; y < H; ++y) {
+    const uint8_t* in = rowOf(y);
+    for (int64_t c = 0; c < C; ++c) {
+      const float m = scale[c], k = shift[c];
+      float* o = dst + c * sc + y * sy;
+      for (int64_t x = 0; x < W; ++x) o[x * sx] = static_cast<float>(in[x * C + c]) * m + k;
+    }
+  }
 }
 
 }  // namespace
@@ -204,21 +260,9 @@ void augmentInto(const Image& decoded, const ImageSize& original, const CropPlan
   }
   if (a.padCrop == 0 && out.scalar_type() == torch::kFloat && h == H && w == W &&
       out.size(1) == H && out.size(2) == W) {
-    // The whole image at its own size (e.g. Fashion-MNIST): flip and
-    // normalise only, the hot path of the trainer's inline pipeline.
-    const uint8_t* src = decoded.pixels.data();
-    float* dst = out.data_ptr<float>();
-    const int64_t sc = out.stride(0), sy = out.stride(1), sx = out.stride(2);
-    for (int64_t c = 0; c < C; ++c) {
-      const float m = scale[c], k = shift[c];
-      for (int64_t y = 0; y < H; ++y) {
-        const uint8_t* in = src + y * W * C + c;
-        float* o = dst + c * sc + y * sy;
-        for (int64_t x = 0; x < W; ++x) {
-          o[(plan.flip ? W - 1 - x : x) * sx] = static_cast<float>(in[x * C]) * m + k;
-        }
-      }
-    }
+    // The whole image at its own size (Fashion-MNIST, synthetic data):
+    // flip and normalise only, the hot path of the trainer's pipeline.
+    normaliseWhole(decoded.pixels.data(), H, W, C, plan.flip, scale.data(), shift.data(), out);
     return;
   }
   if (a.padCrop == 0 && out.scalar_type() == torch::kFloat) {

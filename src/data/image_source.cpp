@@ -52,11 +52,28 @@ class IdxSource final : public ImageSource {
   ImageSize fixedSize() const override { return {h_, w_}; }
   std::string where(int64_t i) const override { return fmt::format("{}[{}]", d_.name, i); }
   void read(int64_t i, std::vector<uint8_t>& bytes) const override {
-    // CHW in memory -> HWC bytes.
-    const uint8_t* src = d_.images.data_ptr<uint8_t>() + i * c_ * h_ * w_;
-    bytes.resize(static_cast<size_t>(c_ * h_ * w_));
-    for (int64_t ch = 0; ch < c_; ++ch) {
-      for (int64_t p = 0; p < h_ * w_; ++p) bytes[p * c_ + ch] = src[ch * h_ * w_ + p];
+    // CHW in memory -> HWC bytes: a copy for one channel, else each pixel's
+    // channels gathered from the planes (locals, not members: a byte store
+    // may alias them, which would reload them every element).
+    const int64_t c = c_, hw = h_ * w_;
+    const uint8_t* src = d_.images.data_ptr<uint8_t>() + i * c * hw;
+    bytes.resize(static_cast<size_t>(c * hw));
+    uint8_t* dst = bytes.data();
+    if (c == 1) {
+      std::memcpy(dst, src, static_cast<size_t>(hw));
+      return;
+    }
+    if (c == 3) {  // RGB: three planes interleaved, which the compiler vectorises
+      const uint8_t *r = src, *g = src + hw, *b = src + 2 * hw;
+      for (int64_t p = 0; p < hw; ++p) {
+        dst[3 * p] = r[p];
+        dst[3 * p + 1] = g[p];
+        dst[3 * p + 2] = b[p];
+      }
+      return;
+    }
+    for (int64_t p = 0; p < hw; ++p) {
+      for (int64_t ch = 0; ch < c; ++ch) dst[p * c + ch] = src[ch * hw + p];
     }
   }
   ImageSize peek(const std::vector<uint8_t>&) const override { return {h_, w_}; }

@@ -273,6 +273,58 @@ TEST(InputPipeline, IdxSourceNormalises) {
   EXPECT_FALSE(p.next(b));
 }
 
+// The whole-image path (no crop, no resize: Fashion-MNIST, synthetic data)
+// for 1, 2 and 3 channels (the copy, the general and the RGB planes-to-
+// pixels gather of the IDX source), into plain and channels-last batches,
+// flipped per sample as planCrop says: bit for bit x * (1 / (255 std)) -
+// mean / std in ATen, each a float multiply then a float add.
+TEST(InputPipeline, WholeImagePathEqualsAtenForEveryLayoutAndChannelCount) {
+  for (int64_t channels : {1, 2, 3}) {
+    const Dataset d = makeSyntheticDataset(12, channels, 9, 13, 5, 3 + channels);
+    ImageAugment a;
+    a.flip = true;
+    a.mean = {0.3f, 0.45f, 0.6f};
+    a.std = {0.2f, 0.27f, 0.31f};
+    if (channels < 3) {
+      a.mean.resize(1);
+      a.std.resize(1);
+    }
+    const std::vector<int64_t> idx = {5, 0, 11, 7, 2, 9};
+    std::vector<float> scale, shift;
+    for (int64_t c = 0; c < channels; ++c) {
+      const size_t k = a.mean.size() == 1 ? 0 : static_cast<size_t>(c);
+      scale.push_back(1.f / (255.f * a.std[k]));
+      shift.push_back(-a.mean[k] / a.std[k]);
+    }
+    const torch::Tensor scaleT = torch::tensor(scale).view({channels, 1, 1});
+    const torch::Tensor shiftT = torch::tensor(shift).view({channels, 1, 1});
+    for (bool channelsLast : {false, true}) {
+      PipelineOptions o;
+      o.channelsLast = channelsLast;
+      InputPipeline p(makeIdxSource(d), a, o, 21, 2, {idx});
+      PipelineBatch b;
+      ASSERT_TRUE(p.next(b));
+      ASSERT_TRUE(b.images.is_contiguous(channelsLast ? at::MemoryFormat::ChannelsLast
+                                                      : at::MemoryFormat::Contiguous));
+      int flips = 0;
+      for (size_t r = 0; r < idx.size(); ++r) {
+        torch::Tensor x = d.images[idx[r]].to(torch::kFloat);
+        if (planCrop({9, 13}, a, 21, 2, idx[r]).flip) {
+          x = x.flip({2});
+          ++flips;
+        }
+        const torch::Tensor want = x.mul(scaleT).add(shiftT);
+        EXPECT_TRUE(torch::equal(b.images[static_cast<int64_t>(r)], want))
+            << channels << " channel(s), channels-last " << channelsLast << ", row " << r
+            << ": max difference "
+            << (b.images[static_cast<int64_t>(r)] - want).abs().max().item<float>();
+      }
+      EXPECT_GT(flips, 0);
+      EXPECT_LT(flips, static_cast<int>(idx.size()));
+    }
+  }
+}
+
 // With flip and pad-and-crop, the pipeline's batch of an IDX dataset is
 // bit-identical to assembleBatch's (the trainer's former path), so moving
 // the trainer onto the pipeline changed no result.
