@@ -126,6 +126,8 @@ int runTrain(const TrainArgs& a, int argc, char** argv) {
                    "the checkpoint, so drop --init-from");
   const int workers = a.workers > 0 ? a.workers : static_cast<int>(config.getInt("run.workers"));
   if (bigbatch::shouldLaunchWorkers(workers)) {
+    // Missing data is one error here, not one per rank and an MPI abort.
+    bigbatch::validateTrainingData(config);
     bigbatch::launchWorkers(workers, static_cast<int>(config.getInt("run.threads")), argc, argv);
   }
   bigbatch::pinLaunchedRank();  // a rank of --workers: its own CPUs, before any thread starts

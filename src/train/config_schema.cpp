@@ -10,6 +10,7 @@
 #include "gpu_exchange.h"
 #include "recipe.h"
 #include "run_device.h"
+#include "training_data.h"
 
 namespace bigbatch {
 namespace {
@@ -514,6 +515,10 @@ void validateTrainingConfig(const Config& c) {
     BIGBATCH_THROW(InvalidArgument, "schedule.warmup_epochs = {} exceeds train.epochs = {}",
                    c.getFloat("schedule.warmup_epochs"), c.getInt("train.epochs"));
   }
+}
+
+void validateTrainingData(const Config& config) {
+  train_detail::checkTrainingDataOpens(train_detail::dataOptionsFor(config));
 }
 
 std::string describeConfigSchema(const std::vector<ConfigField>& schema, bool markdown) {

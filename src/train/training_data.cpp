@@ -242,4 +242,16 @@ TrainingData openTrainingData(const DataOptions& o, Dataset jobTrain, Dataset jo
   return d;
 }
 
+void checkTrainingDataOpens(const DataOptions& o) {
+  if (o.dataset == "fashion-mnist") {
+    loadFashionMnist(o.path, "train", 1);
+    loadFashionMnist(o.path, "test", 1);
+  } else if (o.dataset == "cifar10") {
+    openCifar10(o);
+  } else if (o.dataset == "folder") {
+    std::string trainDir, valDir;
+    resolveFolders(o, trainDir, valDir);
+  }
+}
+
 }  // namespace bigbatch::train_detail

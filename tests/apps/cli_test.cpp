@@ -91,6 +91,27 @@ TEST(Cli, BadDataPathFailsCleanly) {
   Outcome o = run("train " + cfg + " --run-dir " + ::testing::TempDir() + "/cli_nodata --overwrite");
   EXPECT_EQ(o.status, 1) << o.output;
   EXPECT_NE(o.output.find("apt-get install dataset-fashion-mnist"), std::string::npos) << o.output;
+  // With workers to launch, the launcher checks the data first: one error,
+  // no rank started (no run directory, no MPI abort), for every data set
+  // that reads files.
+  const std::string runDir = ::testing::TempDir() + "/cli_nodata_workers";
+  std::filesystem::remove_all(runDir);
+  const std::string empty = ::testing::TempDir() + "/cli_empty_data";
+  std::filesystem::create_directories(empty);
+  const std::pair<std::string, std::string> cases[] = {
+      {"", "Fashion-MNIST file 'train-images-idx3-ubyte[.gz]' not found in '/nonexistent-data'"},
+      {"--set data.dataset=cifar10 --set data.path=" + empty, "data_batch_1.bin is missing"},
+      {"--set data.dataset=folder --set data.path=" + empty, "/train' is not a directory"}};
+  for (const auto& [sets, words] : cases) {
+    o = run("train " + cfg + " --workers 2 " + sets + " --run-dir " + runDir);
+    EXPECT_EQ(o.status, 1) << sets << "\n" << o.output;
+    const size_t at = o.output.find(words);
+    EXPECT_NE(at, std::string::npos) << sets << "\n" << o.output;
+    EXPECT_EQ(o.output.find(words, at + 1), std::string::npos) << "more than once:\n" << o.output;
+    EXPECT_EQ(o.output.find("MPI_ABORT"), std::string::npos) << o.output;
+    EXPECT_FALSE(std::filesystem::exists(runDir)) << sets;
+  }
+  std::filesystem::remove_all(empty);
 }
 
 }  // namespace

@@ -16,6 +16,13 @@ Config defaultTrainingConfig();
 // Cross-key checks that a single field's range cannot express.
 void validateTrainingConfig(const Config& config);
 
+// Whether the data set the config names opens — its files present and their
+// headers sound (Fashion-MNIST, CIFAR-10), an image folder's splits and
+// classes — without reading it: what `bigbatch train` checks before it
+// starts its workers, so a missing file is one error, not one per rank and
+// an MPI abort. Throws IoError or InvalidArgument naming the path and the fix.
+void validateTrainingData(const Config& config);
+
 // Markdown table of every key (for docs/CONFIG.md and `bigbatch keys`).
 std::string describeConfigSchema(const std::vector<ConfigField>& schema, bool markdown);
 
