@@ -124,13 +124,6 @@ int runTrain(const TrainArgs& a, int argc, char** argv) {
   BIGBATCH_REQUIRE(a.resume.empty() || a.initFrom.empty(), bigbatch::InvalidArgument,
                    "--resume and --init-from were both given; a resume restores the weights from "
                    "the checkpoint, so drop --init-from");
-  const int workers = a.workers > 0 ? a.workers : static_cast<int>(config.getInt("run.workers"));
-  if (bigbatch::shouldLaunchWorkers(workers)) {
-    // Missing data is one error here, not one per rank and an MPI abort.
-    bigbatch::validateTrainingData(config);
-    bigbatch::launchWorkers(workers, static_cast<int>(config.getInt("run.threads")), argc, argv);
-  }
-  bigbatch::pinLaunchedRank();  // a rank of --workers: its own CPUs, before any thread starts
   bigbatch::TrainOptions options;
   options.configPath = a.configPath;
   options.runDir = a.runDir;
@@ -142,6 +135,14 @@ int runTrain(const TrainArgs& a, int argc, char** argv) {
   options.verbosity = a.quiet     ? bigbatch::Verbosity::kQuiet
                       : a.verbose ? bigbatch::Verbosity::kVerbose
                                   : bigbatch::Verbosity::kNormal;
+  const int workers = a.workers > 0 ? a.workers : static_cast<int>(config.getInt("run.workers"));
+  if (bigbatch::shouldLaunchWorkers(workers)) {
+    // Missing data, a run directory in use, a checkpoint that does not fit:
+    // one error here, not one per rank and an MPI abort.
+    bigbatch::checkRunCanStart(config, options, workers);
+    bigbatch::launchWorkers(workers, static_cast<int>(config.getInt("run.threads")), argc, argv);
+  }
+  bigbatch::pinLaunchedRank();  // a rank of --workers: its own CPUs, before any thread starts
   bigbatch::TrainResult result = bigbatch::train(config, options);
   (void)result;
   return 0;

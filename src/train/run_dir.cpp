@@ -37,21 +37,23 @@ RunDir::RunDir(std::string path, bool overwrite, int64_t resumeEpoch) : path_(st
     fs::remove(file("summary.json"), ec);
     return;
   }
-  if (!overwrite) {
-    for (const char* f : {"summary.json", "mlperf.log", "metrics.csv"}) {
-      if (fs::exists(fs::path(path_) / f)) {
-        BIGBATCH_THROW(InvalidArgument,
-                       "run directory '{}' already holds a run ({} exists); choose another "
-                       "--run-dir, or pass --overwrite to replace it",
-                       path_, f);
-      }
-    }
-  }
+  if (!overwrite) refuseExistingRun(path_);
   fs::create_directories(path_, ec);
   if (ec) {
     BIGBATCH_THROW(IoError, "cannot create run directory '{}': {}", path_, ec.message());
   }
   for (const char* f : {"summary.json", "mlperf.log", "metrics.csv"}) fs::remove(file(f), ec);
+}
+
+void RunDir::refuseExistingRun(const std::string& path) {
+  for (const char* f : {"summary.json", "mlperf.log", "metrics.csv"}) {
+    if (fs::exists(fs::path(path) / f)) {
+      BIGBATCH_THROW(InvalidArgument,
+                     "run directory '{}' already holds a run ({} exists); choose another "
+                     "--run-dir, or pass --overwrite to replace it",
+                     path, f);
+    }
+  }
 }
 
 std::string RunDir::file(const std::string& name) const { return (fs::path(path_) / name).string(); }

@@ -8,12 +8,14 @@
 #include <exception>
 #include <filesystem>
 
+#include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/collectives/allreduce.h"
 #include "bigbatch/comm/in_process_communicator.h"
 #include "bigbatch/comm/mpi_communicator.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/hash.h"
 #include "bigbatch/common/logging.h"
+#include "bigbatch/train/config_schema.h"
 
 namespace bigbatch::train_detail {
 namespace {
@@ -120,6 +122,31 @@ RunStart startRun(Config& c, const TrainOptions& o, MlperfLogger& ml) {
                    onStep ? "set" : "not set");
   return s;
 }
+
+}  // namespace bigbatch::train_detail
+
+namespace bigbatch {
+
+void checkRunCanStart(const Config& config, const TrainOptions& o, int worldSize) {
+  using namespace train_detail;
+  validateTrainingData(config);
+  const std::optional<ResumePoint> resume =
+      findResumePoint(config, o.resume, o.runDir, runName(config, o));
+  if (resume) {
+    checkResumeCompatible(config, resume->checkpoint, worldSize, resume->path, nullptr);
+    return;  // the run directory continues, and the checkpoint holds the weights
+  }
+  if (!o.overwrite) {
+    // A timestamped default directory is new; a named one may hold a run.
+    const std::string dir = !o.runDir.empty() ? o.runDir : config.getString("run.dir");
+    if (!dir.empty()) RunDir::refuseExistingRun(dir);
+  }
+  if (!o.initFrom.empty()) readStateDict(o.initFrom);
+}
+
+}  // namespace bigbatch
+
+namespace bigbatch::train_detail {
 
 void announceResume(const RunStart& s, const Config& c, const TrainOptions& o) {
   if (s.resume) {

@@ -114,6 +114,34 @@ TEST(Cli, BadDataPathFailsCleanly) {
   std::filesystem::remove_all(empty);
 }
 
+// The launcher's other checks before it starts workers: a run directory
+// that holds a run, an --init-from file that is no state dict, a --resume
+// checkpoint that is not there. One message each, nothing started.
+TEST(Cli, RunSetUpMistakesAreOneErrorBeforeAnyWorkerStarts) {
+  const auto cfg = writeConfig("setup.toml", "[train]\nepochs = 1\n");
+  const std::string used = ::testing::TempDir() + "/cli_used_run";
+  std::filesystem::create_directories(used);
+  std::ofstream(used + "/mlperf.log") << ":::MLLOG {}\n";
+  const std::string fresh = ::testing::TempDir() + "/cli_fresh_run";
+  std::filesystem::remove_all(fresh);
+  const std::pair<std::string, std::string> cases[] = {
+      {"--run-dir " + used, "already holds a run (mlperf.log exists)"},
+      {"--run-dir " + fresh + " --init-from " + cfg, "is not a PyTorch state-dict file"},
+      {"--run-dir " + fresh + " --resume " + fresh + "/ckpt-000000001.pt",
+       "no such file or directory"}};
+  for (const auto& [args, words] : cases) {
+    const Outcome o = run("train " + cfg + " --workers 2 " + args);
+    EXPECT_EQ(o.status, 1) << args << "\n" << o.output;
+    const size_t at = o.output.find(words);
+    EXPECT_NE(at, std::string::npos) << args << "\n" << o.output;
+    EXPECT_EQ(o.output.find(words, at + 1), std::string::npos) << "more than once:\n" << o.output;
+    EXPECT_EQ(o.output.find("MPI_ABORT"), std::string::npos) << o.output;
+    EXPECT_FALSE(std::filesystem::exists(fresh)) << args;
+  }
+  EXPECT_TRUE(std::filesystem::exists(used + "/mlperf.log"));  // nothing lost
+  std::filesystem::remove_all(used);
+}
+
 }  // namespace
 
 namespace {

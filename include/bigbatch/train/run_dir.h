@@ -20,6 +20,11 @@ class RunDir {
   // recomputed), the earlier mlperf.log is kept as mlperf.log.<n>.
   RunDir(std::string path, bool overwrite, int64_t resumeEpoch = 0);
 
+  // The constructor's refusal alone, creating nothing: throws
+  // InvalidArgument when `path` already holds a run (a launcher checks this
+  // before it starts the ranks).
+  static void refuseExistingRun(const std::string& path);
+
   const std::string& path() const { return path_; }
   std::string file(const std::string& name) const;
 

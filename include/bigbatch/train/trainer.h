@@ -102,4 +102,13 @@ struct TrainResult {
 
 TrainResult train(const Config& config, const TrainOptions& options, TrainingJob job = {});
 
+// What the ranks' set-up would refuse, checked once by a launcher before it
+// starts `worldSize` ranks, so a user's mistake is one message instead of
+// one per rank and an MPI abort: the data opens (validateTrainingData), a
+// --resume checkpoint is found (when one is named) and fits this config and
+// world size, the run directory does not already hold a run (without
+// --overwrite or a resume), and an --init-from file is a state dict. Reads
+// files, creates nothing; throws what the ranks would have.
+void checkRunCanStart(const Config& config, const TrainOptions& options, int worldSize);
+
 }  // namespace bigbatch
