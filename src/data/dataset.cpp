@@ -1,9 +1,14 @@
 #include "bigbatch/data/dataset.h"
 
+#include <ATen/Parallel.h>
+
+#include <algorithm>
+#include <cstring>
 #include <filesystem>
 
 #include "bigbatch/common/error.h"
 #include "bigbatch/data/idx_reader.h"
+#include "bigbatch/data/sampler.h"
 
 namespace bigbatch {
 namespace {
@@ -60,12 +65,35 @@ Dataset loadFashionMnist(const std::string& dirIn, const std::string& split, int
 
 Dataset makeSyntheticDataset(int64_t n, int64_t channels, int64_t height, int64_t width,
                              int64_t numClasses, uint64_t seed) {
-  auto gen = at::make_generator<at::CPUGeneratorImpl>(seed);
+  BIGBATCH_REQUIRE(n >= 0 && channels >= 1 && height >= 1 && width >= 1 && numClasses >= 1,
+                   InvalidArgument,
+                   "synthetic data: {} images of {}x{}x{} in {} classes; give sizes and classes "
+                   ">= 1",
+                   n, channels, height, width, numClasses);
+  constexpr uint64_t kGolden = 0x9e3779b97f4a7c15ULL;  // splitmix64's increment
+  const int64_t pixels = channels * height * width;
   Dataset d;
   d.name = "synthetic";
-  d.images = torch::randint(0, 256, {n, channels, height, width}, gen,
-                            torch::TensorOptions().dtype(torch::kUInt8));
-  d.labels = torch::randint(0, numClasses, {n}, gen, torch::TensorOptions().dtype(torch::kInt64));
+  d.images = torch::empty({n, channels, height, width}, torch::kUInt8);
+  d.labels = torch::empty({n}, torch::kInt64);
+  uint8_t* images = d.images.data_ptr<uint8_t>();
+  int64_t* labels = d.labels.data_ptr<int64_t>();
+  // Image i is the splitmix64 stream (Steele et al. 2014) seeded by
+  // (seed, i): its label from the first word, its bytes 8 to a word after.
+  // ~1 ns per 8 bytes, where torch::randint took ~11 ns per byte (10 s for
+  // the 6,144 ResNet-50-sized images a GPU benchmark uses).
+  at::parallel_for(0, n, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t i = begin; i < end; ++i) {
+      uint64_t state = mixSeed(seed, static_cast<uint64_t>(i));
+      labels[i] = static_cast<int64_t>(splitmix64(state) % static_cast<uint64_t>(numClasses));
+      uint8_t* out = images + i * pixels;
+      for (int64_t j = 0; j < pixels; j += 8) {
+        state += kGolden;
+        const uint64_t word = splitmix64(state);
+        std::memcpy(out + j, &word, static_cast<size_t>(std::min<int64_t>(8, pixels - j)));
+      }
+    }
+  });
   d.numClasses = numClasses;
   d.mean = 0.5f;
   d.std = 0.29f;

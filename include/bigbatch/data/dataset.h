@@ -31,7 +31,11 @@ inline constexpr const char* kFashionMnistDefaultDir = "/usr/share/datasets/fash
 // decompressing no further: the rest of the files is not read or checked.
 Dataset loadFashionMnist(const std::string& dir, const std::string& split, int64_t limit = 0);
 
-// Random uint8 images for unit tests and throughput benchmarks.
+// Random uint8 images (uniform bytes) and labels (uniform in
+// [0, numClasses)) for unit tests and throughput benchmarks. Image i and its
+// label depend on (seed, i) alone — not on n or the thread count — so the
+// first k images of a larger set are a set of k. Filled in parallel on
+// ATen's intra-op threads.
 Dataset makeSyntheticDataset(int64_t n, int64_t channels, int64_t height, int64_t width,
                              int64_t numClasses, uint64_t seed);
 
