@@ -106,6 +106,13 @@ def main(out):
         for x in rows:
             lines.append(f"| {x['precision']} | {fmt(x['bigbatch_img_s'], '.0f')} | {fmt(x['pytorch_img_s'], '.0f')} | "
                          f"{fmt(x['ratio'], '.2f')} | {fmt(x['data_wait_share'], '.3f')} |")
+    # The host's input rate alone (bench pipeline --in-memory), the last epoch.
+    feed = jsonl(os.path.join(out, "pipeline_inmemory.jsonl"))
+    if feed:
+        r["input_pipeline_img_s"] = feed[-1]["img_s"]
+        lines += ["", f"Host input alone (`bench pipeline --in-memory --workers 4 --batch 256`, "
+                      f"224x224 into channels-last): {feed[-1]['img_s']:.0f} img/s, "
+                      f"{feed[-1]['img_per_cpu_s']:.0f} per CPU second."]
 
     # The default recipe on the GPU.
     s = summary(os.path.join(out, "recipe-gpu"))
