@@ -86,6 +86,19 @@ TEST(Cli, MissingConfigFileAndUnknownFlag) {
   EXPECT_EQ(run("--help").status, 0);
 }
 
+// `args` ends with status 1 and `words` said once by the launcher: no rank
+// started (no MPI abort, no run directory `runDir`).
+void expectRefusedBeforeWorkers(const std::string& args, const std::string& words,
+                                const std::string& runDir) {
+  const Outcome o = run(args);
+  EXPECT_EQ(o.status, 1) << args << "\n" << o.output;
+  const size_t at = o.output.find(words);
+  EXPECT_NE(at, std::string::npos) << args << "\n" << o.output;
+  EXPECT_EQ(o.output.find(words, at + 1), std::string::npos) << "more than once:\n" << o.output;
+  EXPECT_EQ(o.output.find("MPI_ABORT"), std::string::npos) << o.output;
+  EXPECT_FALSE(std::filesystem::exists(runDir)) << args;
+}
+
 TEST(Cli, BadDataPathFailsCleanly) {
   const auto cfg = writeConfig("nodata.toml", "[data]\npath = \"/nonexistent-data\"\n");
   Outcome o = run("train " + cfg + " --run-dir " + ::testing::TempDir() + "/cli_nodata --overwrite");
@@ -103,13 +116,8 @@ TEST(Cli, BadDataPathFailsCleanly) {
       {"--set data.dataset=cifar10 --set data.path=" + empty, "data_batch_1.bin is missing"},
       {"--set data.dataset=folder --set data.path=" + empty, "/train' is not a directory"}};
   for (const auto& [sets, words] : cases) {
-    o = run("train " + cfg + " --workers 2 " + sets + " --run-dir " + runDir);
-    EXPECT_EQ(o.status, 1) << sets << "\n" << o.output;
-    const size_t at = o.output.find(words);
-    EXPECT_NE(at, std::string::npos) << sets << "\n" << o.output;
-    EXPECT_EQ(o.output.find(words, at + 1), std::string::npos) << "more than once:\n" << o.output;
-    EXPECT_EQ(o.output.find("MPI_ABORT"), std::string::npos) << o.output;
-    EXPECT_FALSE(std::filesystem::exists(runDir)) << sets;
+    expectRefusedBeforeWorkers("train " + cfg + " --workers 2 " + sets + " --run-dir " + runDir,
+                               words, runDir);
   }
   std::filesystem::remove_all(empty);
 }
@@ -130,13 +138,7 @@ TEST(Cli, RunSetUpMistakesAreOneErrorBeforeAnyWorkerStarts) {
       {"--run-dir " + fresh + " --resume " + fresh + "/ckpt-000000001.pt",
        "no such file or directory"}};
   for (const auto& [args, words] : cases) {
-    const Outcome o = run("train " + cfg + " --workers 2 " + args);
-    EXPECT_EQ(o.status, 1) << args << "\n" << o.output;
-    const size_t at = o.output.find(words);
-    EXPECT_NE(at, std::string::npos) << args << "\n" << o.output;
-    EXPECT_EQ(o.output.find(words, at + 1), std::string::npos) << "more than once:\n" << o.output;
-    EXPECT_EQ(o.output.find("MPI_ABORT"), std::string::npos) << o.output;
-    EXPECT_FALSE(std::filesystem::exists(fresh)) << args;
+    expectRefusedBeforeWorkers("train " + cfg + " --workers 2 " + args, words, fresh);
   }
   EXPECT_TRUE(std::filesystem::exists(used + "/mlperf.log"));  // nothing lost
   std::filesystem::remove_all(used);
