@@ -237,10 +237,9 @@ struct BenchArgs {
   CLI::App *allreduce = nullptr, *optim = nullptr, *pipeline = nullptr;
 };
 
-void addBenchCommands(CLI::App& app, BenchArgs& b) {
-  auto* bench = app.add_subcommand("bench", "benchmarks (run multi-rank ones under mpirun)");
-  bench->require_subcommand(1);
-  b.allreduce = bench->add_subcommand(
+// `bench allreduce`: an nccl-tests-style sweep of the collectives.
+void addBenchAllreduce(CLI::App& bench, BenchArgs& b) {
+  b.allreduce = bench.add_subcommand(
       "allreduce", "nccl-tests-style allreduce sweep: time, algbw, busbw, #wrong per algorithm");
   b.allreduce->add_option("--min-bytes", b.ar.minBytes, "smallest message in bytes")
       ->transform(CLI::AsSizeValue(false))
@@ -280,7 +279,11 @@ void addBenchCommands(CLI::App& app, BenchArgs& b) {
                         "omit the memcpy reference rows (default: shown)");
   b.allreduce->add_flag("--json", b.ar.json,
                         "one JSON object per row instead of the table (default: off)");
-  b.optim = bench->add_subcommand(
+}
+
+// `bench optim`: the fused optimizer step against the per-tensor loop.
+void addBenchOptim(CLI::App& bench, BenchArgs& b) {
+  b.optim = bench.add_subcommand(
       "optim", "fused optimizer step vs the per-tensor ATen loop, and the memory-bandwidth bound");
   b.optim
       ->add_option("--models", b.bo.models,
@@ -307,8 +310,11 @@ void addBenchCommands(CLI::App& app, BenchArgs& b) {
                     "under mpirun -np N: the whole fused step vs the partitioned one "
                     "(ddp.partition = optimizer, 1/N of the parameters per rank) and the weight "
                     "all-gather, with the optimizer-state bytes of each (default: off)");
+}
 
-  b.pipeline = bench->add_subcommand(
+// `bench pipeline`: the input pipeline alone, on JPEGs or in-memory images.
+void addBenchPipeline(CLI::App& bench, BenchArgs& b) {
+  b.pipeline = bench.add_subcommand(
       "pipeline",
       "input pipeline on a folder of JPEGs: decode, random resized crop, flip, "
       "normalise, batch (bench/pipeline_bench.sh compares torchvision)");
@@ -341,6 +347,14 @@ void addBenchCommands(CLI::App& app, BenchArgs& b) {
       ->capture_default_str();
   b.pipeline->add_flag("--json", b.bp.json,
                        "one JSON object per epoch instead of the table (default: off)");
+}
+
+void addBenchCommands(CLI::App& app, BenchArgs& b) {
+  auto* bench = app.add_subcommand("bench", "benchmarks (run multi-rank ones under mpirun)");
+  bench->require_subcommand(1);
+  addBenchAllreduce(*bench, b);
+  addBenchOptim(*bench, b);
+  addBenchPipeline(*bench, b);
 }
 
 // Runs the bench subcommand that was given; -1 when none was.
