@@ -21,15 +21,16 @@ bool DeviceFeed::fetch() {
   }
   if (b.size() > 0) {
     torch::NoGradGuard noGrad;
-    // Destinations allocated on the compute stream (see the header).
-    torch::Tensor images = torch::empty(b.images.sizes(), b.images.options().device(device_));
-    torch::Tensor labels = torch::empty(b.labels.sizes(), b.labels.options().device(device_));
     // The pipeline assembles batches in pinned memory on a GPU run
     // (PipelineOptions::pinMemory); one it had to cut (skipped bad
     // samples) is pinned here.
     const torch::Tensor pinnedImages = b.images.is_pinned() ? b.images : b.images.pin_memory();
     const torch::Tensor pinnedLabels = b.labels.is_pinned() ? b.labels : b.labels.pin_memory();
+    // Destinations allocated on the copy stream, which writes them (see
+    // the header); next() hands them to the compute stream.
     const c10::StreamGuard onCopyStream(*copyStream_);
+    torch::Tensor images = torch::empty(b.images.sizes(), b.images.options().device(device_));
+    torch::Tensor labels = torch::empty(b.labels.sizes(), b.labels.options().device(device_));
     images.copy_(pinnedImages, /*non_blocking=*/true);
     labels.copy_(pinnedLabels, /*non_blocking=*/true);
     arrived_->record(*copyStream_);
@@ -51,7 +52,13 @@ bool DeviceFeed::next(PipelineBatch& batch) {
   ahead_.reset();
   if (batch.size() > 0) {
     const c10::impl::VirtualGuardImpl impl(device_.type());
-    arrived_->block(impl.getStream(device_));  // the compute stream waits, not the host
+    const c10::Stream compute = impl.getStream(device_);
+    arrived_->block(compute);  // the compute stream waits, not the host
+    // Used on the compute stream from here on: the allocator gives these
+    // blocks to no later copy before the compute work queued by the time
+    // the host drops them has run.
+    batch.images.record_stream(compute);
+    batch.labels.record_stream(compute);
   }
   return true;
 }

@@ -5,10 +5,21 @@
 // the pipeline's workers have assembled it in pinned host memory
 // (PipelineOptions::pinMemory) — and sent to the device asynchronously on a
 // copy stream of its own; next() hands it out after making the compute
-// stream wait for the copy (an event, no host wait). The device tensors are
-// allocated on the compute stream, so the caching allocator never reuses
-// them under a kernel that still reads them. On the CPU it is the pipeline
-// itself.
+// stream wait for the copy (an event, no host wait).
+//
+// Which stream owns the device memory matters. The caching allocator hands
+// a block freed on stream S to the next allocation on S at once: work
+// queued later on S runs after the kernels that still read the block, but a
+// write from another stream is not ordered behind them. So the destinations
+// are allocated on the copy stream (the stream that writes them), and
+// next() marks them used on the compute stream (record_stream): when the
+// host drops a micro-batch — the previous one, while conv1's weight
+// gradient may still read it — the allocator waits for the compute stream's
+// work queued up to then before it gives the block to a later copy. A
+// destination allocated on the compute stream could instead be a block that
+// a still-queued forward had just freed (a cuDNN workspace, a temporary),
+// written by the copy stream under that forward: silent wrong inputs. This
+// is how PyTorch's own prefetching loaders hand batches across streams.
 //
 // Internal to src/train. Threading: the compute thread only.
 #pragma once

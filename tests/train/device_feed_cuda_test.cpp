@@ -4,6 +4,14 @@
 // while the compute stream is busy. Every batch must arrive exactly as the
 // CPU pipeline makes it — a pinned buffer the pool reused while its copy was
 // still in flight would show here as a batch with another batch's pixels.
+// And the copy stream must never write into device memory that a kernel
+// queued on the compute stream still reads: the caching allocator reuses a
+// block freed on a stream at once for that stream's next allocation, so a
+// destination allocated on the compute stream, or one not marked used
+// there, is written under the kernel (device_feed.h).
+#include <ATen/cuda/Sleep.h>
+#include <c10/core/StreamGuard.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
 #include <gtest/gtest.h>
 
 #include "bigbatch/data/image_source.h"
@@ -66,6 +74,119 @@ TEST(DeviceFeedCuda, PinnedBatchesArriveOnTheDeviceExactlyAsTheCpuPipelineMakesT
   for (size_t i = 0; i < arrived.size(); ++i) {
     EXPECT_TRUE(torch::equal(arrived[i].cpu(), expected[i])) << "batch " << i;
   }
+}
+
+// A spin of about 0.2 s on the current stream (an H200 runs at ~2 GHz): long
+// enough that the host, the pipeline and the copy stream all run far ahead
+// of the kernels queued behind it.
+void holdTheComputeStream() { at::cuda::sleep(400'000'000); }
+
+// One batch of 64 images of 3x64x64 (3 MiB, the allocator's large pool),
+// unflipped, in the pipeline's order.
+struct FeedCase {
+  static constexpr int64_t kBatches = 4, kBatch = 64;
+  std::shared_ptr<ImageSource> source = makeSyntheticSource(kBatches * kBatch, 3, 64, 64, 10, /*seed=*/3);
+  PipelineOptions options() const {
+    PipelineOptions o;
+    o.pinMemory = true;
+    return o;
+  }
+  std::vector<torch::Tensor> expected() const {
+    std::vector<torch::Tensor> out;
+    PipelineOptions o = options();
+    o.pinMemory = false;
+    InputPipeline cpu(source, ImageAugment{}, o, 1, 1, consecutiveBatches(kBatches, kBatch));
+    PipelineBatch b;
+    while (cpu.next(b)) out.push_back(b.images.clone());
+    return out;
+  }
+};
+
+// The control: what the feed must avoid does happen on this device. A block
+// freed on the compute stream while a queued kernel still reads it is handed
+// to the next allocation on that stream, and a write from another stream
+// lands before the read — were this not so, the two tests below could not
+// fail.
+TEST(DeviceFeedCuda, ControlAWriteFromAnotherStreamLandsUnderAKernelThatStillReadsAFreedBlock) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const torch::Device gpu(torch::kCUDA, 0);
+  const auto options = torch::TensorOptions().device(gpu);
+  torch::Tensor stale = torch::full({FeedCase::kBatch, 3, 64, 64}, -7.0f, options);
+  torch::cuda::synchronize();
+  holdTheComputeStream();
+  const torch::Tensor seen = stale.clone();  // queued behind the spin
+  const void* freed = stale.data_ptr();
+  stale.reset();
+  torch::Tensor reused = torch::empty({FeedCase::kBatch, 3, 64, 64}, options);  // on the compute stream
+  ASSERT_EQ(reused.data_ptr(), freed) << "the allocator did not hand out the freed block";
+  const c10::impl::VirtualGuardImpl impl(gpu.type());
+  {
+    const c10::StreamGuard onSide(impl.getStreamFromGlobalPool(gpu));
+    reused.copy_(torch::ones({FeedCase::kBatch, 3, 64, 64}).pin_memory(), /*non_blocking=*/true);
+  }
+  torch::cuda::synchronize();
+  EXPECT_FALSE(torch::equal(seen.cpu(), torch::full_like(seen.cpu(), -7.0f)))
+      << "the side stream's write waited for the compute stream: this device would not show the race";
+}
+
+// The forward's case: prefetch() runs right after a forward is enqueued,
+// when that forward's temporaries and workspaces are already freed on the
+// compute stream but still read by its queued kernels.
+TEST(DeviceFeedCuda, APrefetchNeverWritesIntoABlockThatAQueuedKernelStillReads) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const FeedCase c;
+  const std::vector<torch::Tensor> expected = c.expected();
+  InputPipeline pipeline(c.source, ImageAugment{}, c.options(), 1, 1,
+                         consecutiveBatches(FeedCase::kBatches, FeedCase::kBatch));
+  const torch::Device gpu(torch::kCUDA, 0);
+  train_detail::DeviceFeed feed(pipeline, gpu);
+  PipelineBatch first;
+  ASSERT_TRUE(feed.next(first));  // the steady state: one batch in use
+
+  // A temporary of exactly a batch's size, read by a kernel queued behind
+  // the spin, freed by the host before that kernel runs.
+  torch::Tensor temporary = torch::full({FeedCase::kBatch, 3, 64, 64}, -7.0f, torch::TensorOptions().device(gpu));
+  torch::cuda::synchronize();
+  holdTheComputeStream();
+  const torch::Tensor seen = temporary.clone();
+  temporary.reset();
+  feed.prefetch();  // the next batch's copy, now
+
+  PipelineBatch second;
+  ASSERT_TRUE(feed.next(second));
+  torch::cuda::synchronize();
+  EXPECT_TRUE(torch::equal(seen.cpu(), torch::full_like(seen.cpu(), -7.0f)))
+      << "the prefetch wrote into the block of a tensor a queued kernel was still reading";
+  EXPECT_TRUE(torch::equal(first.images.cpu(), expected[0]));
+  EXPECT_TRUE(torch::equal(second.images.cpu(), expected[1]));
+}
+
+// The accumulation case: the host drops the previous micro-batch when
+// backward() returns, while its weight-gradient kernels may still read it;
+// the next copy must not land in its block.
+TEST(DeviceFeedCuda, AMicroBatchTheHostDroppedIsNotOverwrittenWhileAQueuedKernelReadsIt) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const FeedCase c;
+  const std::vector<torch::Tensor> expected = c.expected();
+  InputPipeline pipeline(c.source, ImageAugment{}, c.options(), 1, 1,
+                         consecutiveBatches(FeedCase::kBatches, FeedCase::kBatch));
+  const torch::Device gpu(torch::kCUDA, 0);
+  train_detail::DeviceFeed feed(pipeline, gpu);
+  torch::Tensor seen;
+  {
+    PipelineBatch previous;
+    ASSERT_TRUE(feed.next(previous));
+    torch::cuda::synchronize();
+    holdTheComputeStream();
+    seen = previous.images.clone();  // "conv1's weight gradient", queued
+  }  // the host drops the micro-batch
+  feed.prefetch();
+  PipelineBatch next;
+  ASSERT_TRUE(feed.next(next));
+  torch::cuda::synchronize();
+  EXPECT_TRUE(torch::equal(seen.cpu(), expected[0]))
+      << "the next micro-batch's copy landed in the dropped one's block under a kernel still reading it";
+  EXPECT_TRUE(torch::equal(next.images.cpu(), expected[1]));
 }
 
 TEST(DeviceFeedCuda, APinnedPipelineHandsOutPinnedBatches) {
