@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
-"""Collects scripts/device-check's outputs in OUT_DIR into results.json and
-table.md, each figure beside the issue's target. Missing parts (a section
-that failed or was not run) are reported as missing, never guessed.
+"""Collects scripts/device-check's outputs in WORK_DIR into OUT_DIR's
+results.json and table.md, each figure beside the issue's target. Missing
+parts (a section that failed or was not run) are reported as missing, never
+guessed; a rehearsal (REHEARSAL=1, no GPU) says so at the top of both.
 
-  scripts/device_check_table.py OUT_DIR
+  scripts/device_check_table.py WORK_DIR OUT_DIR
 """
 import csv
 import json
@@ -36,46 +37,41 @@ def summary(run_dir):
         return json.load(f)
 
 
-def cpu_topology(path):
-    """The lscpu fields the CPU scaling depends on (SMT, cores, sockets)."""
-    if not os.path.exists(path):
-        return {}
-    wanted = ("Model name", "Socket(s)", "Core(s) per socket", "Thread(s) per core", "CPU max MHz", "L3 cache")
-    fields = {}
-    for line in open(path):
-        key, _, value = line.partition(":")
-        if key.strip() in wanted:
-            fields[key.strip()] = value.strip()
-    return fields
-
-
 def fmt(x, spec=".1f"):
     return "missing" if x is None else format(x, spec)
 
 
-def main(out):
-    r = {"sections": jsonl(os.path.join(out, "sections.jsonl"))}
+def main(work, out):
+    sections = jsonl(os.path.join(work, "sections.jsonl"))
+    rehearsal = any(x.get("rehearsal") for x in sections)
+    r = {"rehearsal": rehearsal, "sections": sections}
     lines = ["# scripts/device-check", ""]
-    if os.path.exists(os.path.join(out, "machine.txt")):
-        lines += ["Machine: " + open(os.path.join(out, "machine.txt")).read().strip().replace("\n", "; "), ""]
-    cpu = cpu_topology(os.path.join(out, "lscpu.txt"))
-    if cpu:
-        r["cpu"] = cpu
-        lines += ["CPUs: " + ", ".join(f"{k} {v}" for k, v in cpu.items()), ""]
-    lines += ["| section | rc | s |", "|---|---|---|"]
-    lines += [f"| {s['section']} | {s['rc']} | {s['seconds']} |" for s in r["sections"]]
+    if rehearsal:
+        lines += ["**REHEARSAL** (REHEARSAL=1, no GPU): every GPU step was replaced by a CPU stand-in "
+                  "or a stub; the figures below test the script, they are not GPU measurements.", ""]
+    machine = os.path.join(work, "machine.txt")
+    if os.path.exists(machine):
+        r["machine"] = [line.strip() for line in open(machine) if line.strip()]
+        lines += ["Machine: " + "; ".join(r["machine"]), ""]
+    lines += ["| section | status | s | timeout s | reason |", "|---|---|---|---|---|"]
+    lines += [f"| {x['section']} | {x['status']} | {x['seconds']} | {x['timeout_s']} | {x['reason']} |"
+              for x in sections]
 
     # The cuda test label.
-    test_log = os.path.join(out, "test.log")
+    test_log = os.path.join(work, "logs", "test.log")
     if os.path.exists(test_log):
         m = re.search(r"(\d+)% tests passed, (\d+) tests failed out of (\d+)", open(test_log).read())
         if m:
             r["cuda_tests"] = {"failed": int(m.group(2)), "total": int(m.group(3))}
             lines += ["", f"CUDA tests: {int(m.group(3)) - int(m.group(2))}/{m.group(3)} passed"]
+        missing = re.search(r"cuda tests not built: (.*)", open(test_log).read())
+        if missing:
+            r.setdefault("cuda_tests", {})["not_built"] = missing.group(1).split()
+            lines += ["", f"CUDA tests not built (a failure): {missing.group(1)}"]
 
     # Fused optimizer step.
-    ours = {row["optimizer"]: row for row in jsonl(os.path.join(out, "optim_bigbatch.jsonl"))}
-    theirs = {row["form"]: row for row in jsonl(os.path.join(out, "optim_pytorch.jsonl"))}
+    ours = {row["optimizer"]: row for row in jsonl(os.path.join(work, "optim_bigbatch.jsonl"))}
+    theirs = {row["form"]: row for row in jsonl(os.path.join(work, "optim_pytorch.jsonl"))}
     if ours:
         r["optim"] = {"bigbatch": ours, "pytorch": theirs}
         lines += ["", "## Optimizer step, ResNet-50's 161 tensors (target: LARS <= 0.25 ms and >= 8x torch._foreach)", "",
@@ -90,10 +86,10 @@ def main(out):
                          f"{fmt(loop if name == 'lars' else None, '.3f')} | {fmt(versus, '.1f')} |")
 
     # ResNet-50 training.
-    pt = {row["precision"]: row["img_s"] for row in jsonl(os.path.join(out, "resnet50_pytorch.jsonl"))}
+    pt = {row["precision"]: row["img_s"] for row in jsonl(os.path.join(work, "resnet50_pytorch.jsonl"))}
     rows = []
     for ours_p, theirs_p in (("fp32", "tf32"), ("bf16", "bf16"), ("fp16", "fp16")):
-        e = last_epoch(os.path.join(out, f"resnet50-{ours_p}"))
+        e = last_epoch(os.path.join(work, f"resnet50-{ours_p}"))
         img_s = float(e["img_s"]) if e else None
         data = float(e["data_s"]) / float(e["epoch_time_s"]) if e and float(e["epoch_time_s"]) > 0 else None
         ref = pt.get(theirs_p)
@@ -107,7 +103,7 @@ def main(out):
             lines.append(f"| {x['precision']} | {fmt(x['bigbatch_img_s'], '.0f')} | {fmt(x['pytorch_img_s'], '.0f')} | "
                          f"{fmt(x['ratio'], '.2f')} | {fmt(x['data_wait_share'], '.3f')} |")
     # The host's input rate alone (bench pipeline --in-memory), the last epoch.
-    feed = jsonl(os.path.join(out, "pipeline_inmemory.jsonl"))
+    feed = jsonl(os.path.join(work, "pipeline_inmemory.jsonl"))
     if feed:
         r["input_pipeline_img_s"] = feed[-1]["img_s"]
         lines += ["", f"Host input alone (`bench pipeline --in-memory --workers 4 --batch 256`, "
@@ -115,7 +111,7 @@ def main(out):
                       f"{feed[-1]['img_per_cpu_s']:.0f} per CPU second."]
 
     # The default recipe on the GPU.
-    s = summary(os.path.join(out, "recipe-gpu"))
+    s = summary(os.path.join(work, "recipe-gpu"))
     if s:
         r["recipe"] = {k: s.get(k) for k in ("reached_target", "final_accuracy", "best_accuracy", "epochs",
                                                "time_to_target_s", "train_time_s", "throughput_img_s", "device")}
@@ -128,10 +124,11 @@ def main(out):
     # at once (ceiling-npN-i), whose summed img/s against n times one run
     # alone bounds any data-parallel program's efficiency on these CPUs.
     scaling = []
-    for n in (1, 2, 4, 8, 16):
-        e = last_epoch(os.path.join(out, f"scaling-np{n}"))
-        p = jsonl(os.path.join(out, f"scaling_pytorch_np{n}.json"))
-        copies = [last_epoch(os.path.join(out, f"ceiling-np{n}-{i}")) for i in range(n)] if n > 1 else []
+    counts = sorted(int(m.group(1)) for m in (re.fullmatch(r"scaling-np(\d+)", d) for d in os.listdir(work)) if m)
+    for n in counts:
+        e = last_epoch(os.path.join(work, f"scaling-np{n}"))
+        p = jsonl(os.path.join(work, f"scaling_pytorch_np{n}.json"))
+        copies = [last_epoch(os.path.join(work, f"ceiling-np{n}-{i}")) for i in range(n)] if n > 1 else []
         ceiling_img_s = sum(float(c["img_s"]) for c in copies) if copies and all(copies) else None
         if e or p:
             scaling.append({"ranks": n, "bigbatch_img_s": float(e["img_s"]) if e else None,
@@ -167,6 +164,6 @@ def main(out):
 
 
 if __name__ == "__main__":
-    if len(sys.argv) != 2:
+    if len(sys.argv) != 3:
         sys.exit(__doc__)
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])
