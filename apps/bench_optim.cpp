@@ -115,6 +115,7 @@ int runPartitioned(const BenchOptimOptions& o, const std::vector<std::string>& m
     const ModelOptions m = benchModel(model);
     for (const auto& name : optimizers) {
       std::shared_ptr<ImageClassifierImpl> net[2];
+      std::unique_ptr<JobCollectives> job[2];  // outlive ddp[]: their threads
       std::unique_ptr<DistributedDataParallel> ddp[2];
       std::unique_ptr<Optimizer> opt[2];
       OptimizerOptions options;
@@ -126,7 +127,8 @@ int runPartitioned(const BenchOptimOptions& o, const std::vector<std::string>& m
         DdpOptions d;
         d.partition = k == 1;
         d.fusionBytes = size_t{25} << 20;  // PyTorch DDP's and Horovod's default
-        ddp[k] = std::make_unique<DistributedDataParallel>(*net[k], *world, d);
+        job[k] = std::make_unique<JobCollectives>(*world);
+        ddp[k] = std::make_unique<DistributedDataParallel>(*net[k], *job[k], d);
         torch::manual_seed(2);
         values = 0;
         for (auto& p : net[k]->parameters()) {
@@ -158,7 +160,7 @@ int runPartitioned(const BenchOptimOptions& o, const std::vector<std::string>& m
       // The slowest rank's medians; rank 0's state bytes (1/N of every
       // bucket, give or take one value per bucket).
       std::vector<double> med = {median(t[0]), median(t[1]), median(t[2])};
-      med = ddp[1]->allreduceMax(med);
+      med = job[1]->allreduceMax(med);
       const int64_t wholeBytes = opt[0]->stateBytes(), partBytes = opt[1]->stateBytes();
       if (!lead) continue;
       if (o.json) {

@@ -68,7 +68,7 @@ TrainResult TrainingRun::run() {
 void TrainingRun::abortRun(const std::string& message) {
   // Tell the other ranks, so they fail now instead of at their deadline —
   // from the communication thread, which may still be inside MPI.
-  ddp_->postError(message);
+  job_->postError(message);
   logRunStop("aborted");
 }
 
@@ -119,7 +119,7 @@ void TrainingRun::trainOneStep(DeviceFeed& feed, int64_t stepsInEpoch, EpochStep
   ++s.stepInEpoch;
   ++s.globalStep;
   if (options_.onStep) {
-    const double global = ddp_->allreduceSum({stepped.lossSum})[0];
+    const double global = job_->allreduceSum({stepped.lossSum})[0];
     // A skipped step reports NaN: its loss did not move the weights.
     options_.onStep({s.epoch, s.globalStep,
                      stepped.applied ? global / static_cast<double>(samples)
@@ -167,7 +167,7 @@ std::optional<std::pair<double, double>> TrainingRun::evaluateIfDue(double& eval
                                                     pipelineOptions_, evalSettings);
   if (!own.empty()) restoreFloatBuffers(*model_, own);
   const auto sums =
-      ddp_->allreduceSum({static_cast<double>(mine.top1), static_cast<double>(mine.top5),
+      job_->allreduceSum({static_cast<double>(mine.top1), static_cast<double>(mine.top5),
                           static_cast<double>(mine.samples)});
   BIGBATCH_REQUIRE(sums[2] > 0, IoError,
                    "no test sample could be evaluated (every one was skipped as unreadable)");
@@ -195,11 +195,11 @@ std::optional<std::pair<double, double>> TrainingRun::evaluateIfDue(double& eval
 void TrainingRun::agreeOnBatchNormStatistics(std::vector<torch::Tensor>& own) {
   if (worldSize_ == 1) return;
   if (recipe_.averageBnStats) {
-    ddp_->averageBuffers();
+    job_->averageBuffers(*model_);
     return;
   }
   own = floatBuffers(*model_);
-  ddp_->broadcastBuffers(0);
+  job_->broadcastBuffers(*model_, 0);
 }
 
 // The epoch's totals over the ranks, its evaluation, and its record
@@ -209,9 +209,9 @@ EpochRecord TrainingRun::closeEpoch(const EpochSteps& e) {
   // rank looks like communication.
   const StepTally& t = state_.epochTally;
   ddp_->waitWeights();  // partitioned: the last step's weights, before evaluating them
-  const auto totals = ddp_->allreduceSum({t.lossSum, t.correct, t.seen});
-  const auto waitMax = ddp_->allreduceMax({e.times.comm, e.trainS});
-  const auto waitMin = ddp_->allreduceMin({e.times.comm});
+  const auto totals = job_->allreduceSum({t.lossSum, t.correct, t.seen});
+  const auto waitMax = job_->allreduceMax({e.times.comm, e.trainS});
+  const auto waitMin = job_->allreduceMin({e.times.comm});
   state_.trainSeconds += waitMax[1];
   state_.trainImages += static_cast<int64_t>(totals[2]);
 
@@ -277,7 +277,7 @@ bool TrainingRun::stopOrCheckpoint(const EpochRecord& record) {
 TrainResult TrainingRun::finish() {
   if (timeline_) {
     // Rank 0 collects every rank's events into one file.
-    const auto parts = ddp_->gatherToRoot(timeline_->eventsJson());
+    const auto parts = job_->gatherToRoot(timeline_->eventsJson());
     if (lead_) {
       Timeline::write(options_.timelinePath, parts);
       if (!quiet_) {

@@ -18,7 +18,9 @@ std::unique_ptr<Optimizer> makeRunOptimizer(torch::nn::Module& model, Distribute
     slices.push_back({s.name, w, s.fullDim});
     reduction.layerOf.push_back(s.param);
   }
-  reduction.sum = [&ddp](std::vector<double>& values) { values = ddp.allreduceSum(values); };
+  reduction.sum = [&job = ddp.collectives()](std::vector<double>& values) {
+    values = job.allreduceSum(values);
+  };
   std::unique_ptr<Optimizer> optimizer = makeOptimizer(std::move(slices), options);
   optimizer->partition(std::move(reduction));
   return optimizer;

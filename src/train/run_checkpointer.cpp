@@ -9,11 +9,12 @@
 namespace bigbatch::train_detail {
 
 RunCheckpointer::RunCheckpointer(torch::nn::Module& model, DistributedDataParallel& ddp,
-                                 const Optimizer& optimizer, const Config& config, bool lead,
+                                 JobCollectives& job, const Optimizer& optimizer, const Config& config, bool lead,
                                  const std::string& dir, int keep, int worldSize,
                                  int64_t globalBatch)
     : model_(model),
       ddp_(ddp),
+      job_(job),
       optimizer_(optimizer),
       config_(config),
       worldSize_(worldSize),
@@ -23,8 +24,8 @@ RunCheckpointer::RunCheckpointer(torch::nn::Module& model, DistributedDataParall
 
 void RunCheckpointer::save(const RunState& state) {
   ddp_.waitWeights();  // partitioned: the last step's all-gather
-  const auto parts = ddp_.gatherToRoot(packRankState(model_));
-  const auto sums = ddp_.allreduceSum(
+  const auto parts = job_.gatherToRoot(packRankState(model_));
+  const auto sums = job_.allreduceSum(
       {state.epochTally.lossSum, state.epochTally.correct, state.epochTally.seen});
   // Collective when partitioned: every rank's slices, made whole.
   NamedTensors optimizerState = wholeOptimizerState(optimizer_, ddp_);

@@ -29,7 +29,7 @@ namespace bigbatch::train_detail {
 class RunCheckpointer {
  public:
   // `dir` and `keep` matter on rank 0 only (`lead`), which alone writes.
-  RunCheckpointer(torch::nn::Module& model, DistributedDataParallel& ddp,
+  RunCheckpointer(torch::nn::Module& model, DistributedDataParallel& ddp, JobCollectives& job,
                   const Optimizer& optimizer, const Config& config, bool lead,
                   const std::string& dir, int keep, int worldSize, int64_t globalBatch);
 
@@ -40,6 +40,7 @@ class RunCheckpointer {
  private:
   torch::nn::Module& model_;
   DistributedDataParallel& ddp_;
+  JobCollectives& job_;
   const Optimizer& optimizer_;
   const Config& config_;
   const int worldSize_;

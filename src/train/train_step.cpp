@@ -59,11 +59,12 @@ torch::Tensor forwardGroups(ImageClassifierImpl& model, const torch::Tensor& ima
   return torch::cat(parts);
 }
 
-TrainStep::TrainStep(ImageClassifierImpl& model, DistributedDataParallel& ddp, Optimizer& optimizer,
-                     DynamicLossScaler* scaler, StallGuard& guard, Timeline* timeline, int rank,
+TrainStep::TrainStep(ImageClassifierImpl& model, DistributedDataParallel& ddp, JobCollectives& job,
+                     Optimizer& optimizer, DynamicLossScaler* scaler, StallGuard& guard, Timeline* timeline, int rank,
                      StepSettings settings)
     : model_(model),
       ddp_(ddp),
+      job_(job),
       optimizer_(optimizer),
       scaler_(scaler),
       guard_(guard),
@@ -175,7 +176,7 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
   if (KfacPreconditioner* kfac = optimizer_.kfac()) {
     // The tapped output gradients carry the loss factor; dividing it out
     // leaves one sample's loss gradient whatever the batch or loss scale.
-    kfac->update(ddp_.allreduceSum(kfac->takeStatistics()), 1.0 / lossFactor);
+    kfac->update(job_.allreduceSum(kfac->takeStatistics()), 1.0 / lossFactor);
   }
   out.applied = optimizer_.step(h).applied;
   if (out.applied) ddp_.gatherWeights();  // partitioned only: every rank's updated slices
@@ -197,7 +198,7 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
 // train.nonfinite = skip, otherwise an Error naming where. Every rank is
 // here, since the gradients are the same everywhere.
 bool TrainStep::skipOrStop(bool poisoned, const StepPosition& at) {
-  const double source = ddp_.allreduceMax({poisoned ? rank_ + 1.0 : 0.0})[0];
+  const double source = job_.allreduceMax({poisoned ? rank_ + 1.0 : 0.0})[0];
   const double scaleBefore = scaler_ ? scaler_->scale() : 1.0;
   if (scaler_ && source == 0 && !scaler_->atFloor()) {
     scaler_->update(false);

@@ -89,7 +89,8 @@ struct StepOutcome {
 class TrainStep {
  public:
   // Every reference must outlive the TrainStep; timeline and scaler may be null.
-  TrainStep(ImageClassifierImpl& model, DistributedDataParallel& ddp, Optimizer& optimizer,
+  TrainStep(ImageClassifierImpl& model, DistributedDataParallel& ddp, JobCollectives& job,
+            Optimizer& optimizer,
             DynamicLossScaler* scaler, StallGuard& guard, Timeline* timeline, int rank,
             StepSettings settings);
 
@@ -107,6 +108,7 @@ class TrainStep {
 
   ImageClassifierImpl& model_;
   DistributedDataParallel& ddp_;
+  JobCollectives& job_;
   Optimizer& optimizer_;
   DynamicLossScaler* scaler_;
   StallGuard& guard_;

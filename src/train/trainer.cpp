@@ -137,14 +137,14 @@ void TrainingRun::prepareExchange() {
   }
   stallGuard_ =
       std::make_unique<StallGuard>(*comm_, recipe_.timeoutS, [this] { logRunStop("aborted"); });
-  ddpOptions.watchdog = stallGuard_->watchdog();
   nccl_ = connectGpuExchange(*comm_, device_, recipe_.gpuExchange, recipe_.timeoutS,
                              ddpOptions.partition);
   if (nccl_) {
     ddpOptions.nccl = nccl_->comm.get();
     ddpOptions.ncclStream = nccl_->stream;
   }
-  ddp_ = std::make_unique<DistributedDataParallel>(*model_, *comm_, ddpOptions);
+  job_ = std::make_unique<JobCollectives>(*comm_, stallGuard_->watchdog());
+  ddp_ = std::make_unique<DistributedDataParallel>(*model_, *job_, ddpOptions);
   if (worldSize_ > 1) {
     for (const auto& b : ddp_->buckets()) {
       exchangeBytes_ += b.numel * static_cast<int64_t>(elementSize(ddpOptions.exchangeType));
@@ -210,12 +210,13 @@ void TrainingRun::prepareOptimizer() {
   const std::string dir =
       recipe_.ckpt.dir.empty() && lead_ ? start_.runDir->file("checkpoints") : recipe_.ckpt.dir;
   checkpointer_ =
-      std::make_unique<RunCheckpointer>(*model_, *ddp_, *optimizer_, config_, lead_, dir,
+      std::make_unique<RunCheckpointer>(*model_, *ddp_, *job_, *optimizer_, config_, lead_, dir,
                                         recipe_.ckpt.keep, worldSize_, recipe_.globalBatch);
   StepSettings stepSettings = recipe_.step;
   stepSettings.device = device_.device;
-  step_ = std::make_unique<TrainStep>(*model_, *ddp_, *optimizer_, scaler_ ? &*scaler_ : nullptr,
-                                      *stallGuard_, timeline_.get(), rank_, stepSettings);
+  step_ = std::make_unique<TrainStep>(*model_, *ddp_, *job_, *optimizer_,
+                                      scaler_ ? &*scaler_ : nullptr, *stallGuard_, timeline_.get(),
+                                      rank_, stepSettings);
 }
 
 void TrainingRun::logRecipe() {

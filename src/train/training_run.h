@@ -129,6 +129,7 @@ class TrainingRun {
   std::unique_ptr<Timeline> timeline_;
   std::unique_ptr<StallGuard> stallGuard_;
   std::unique_ptr<NcclLink> nccl_;  // ddp.gpu_exchange = NCCL; outlives ddp_
+  std::unique_ptr<JobCollectives> job_;  // its communication thread outlives ddp_
   std::unique_ptr<DistributedDataParallel> ddp_;
   int64_t exchangeBytes_ = 0;  // gradient bytes each rank hands to the allreduce per step
   std::unique_ptr<Optimizer> optimizer_;

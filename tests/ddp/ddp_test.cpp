@@ -114,7 +114,8 @@ TEST(Ddp, SummedGradientsMatchReferenceAcrossBuckets) {
       o.fusionBytes = 64;  // several buckets
       o.overlap = overlap;
       o.allreduce = "ring";
-      DistributedDataParallel ddp(net, comm, o);
+      JobCollectives job(comm);
+      DistributedDataParallel ddp(net, job, o);
       EXPECT_GT(ddp.buckets().size(), 2u);
       ddp.verifyIdentical();
       for (int round = 0; round < 2; ++round) {  // zeroGrad must reset the buckets
@@ -138,13 +139,14 @@ TEST(Ddp, SummedGradientsMatchReferenceAcrossBuckets) {
 
 TEST(Ddp, AccumulationExchangesOnlyOnTheLastMicroBatch) {
   withRanks(2, {3, 3}, [&](int r, Communicator& comm, Net& net) {
-    DistributedDataParallel ddp(net, comm, DdpOptions{});
+    JobCollectives job(comm);
+    DistributedDataParallel ddp(net, job, DdpOptions{});
     ddp.zeroGrad();
     ddp.beginBackward(false);
     net.forward(inputFor(r)).sum().backward();
     EXPECT_EQ(ddp.finishBackward(), 0.0);  // nothing exchanged
     torch::Tensor local = net.a->weight.grad().clone();
-    auto other = ddp.allreduceSum({local.sum().item<double>()})[0];
+    auto other = job.allreduceSum({local.sum().item<double>()})[0];
     ddp.beginBackward(true);
     net.forward(inputFor(r)).sum().backward();
     ddp.finishBackward();
@@ -156,7 +158,8 @@ TEST(Ddp, AccumulationExchangesOnlyOnTheLastMicroBatch) {
 TEST(Ddp, ChecksumNamesTheDifferingTensor) {
   std::atomic<int> caught{0};
   EXPECT_THROW(withRanks(2, {1, 2}, [&](int, Communicator& comm, Net& net) {
-                 DistributedDataParallel ddp(net, comm, DdpOptions{});
+                 JobCollectives job(comm);
+                 DistributedDataParallel ddp(net, job, DdpOptions{});
                  try {
                    ddp.verifyIdentical();
                  } catch (const MismatchError& e) {
@@ -176,12 +179,13 @@ TEST(Ddp, AverageBuffersAndScalarCollectives) {
       torch::NoGradGuard g;
       bn->running_mean.fill_(r == 0 ? 1.0 : 3.0);
     }
-    DistributedDataParallel ddp(net, comm, DdpOptions{});
-    ddp.averageBuffers();
+    JobCollectives job(comm);
+    DistributedDataParallel ddp(net, job, DdpOptions{});
+    job.averageBuffers(net);
     EXPECT_FLOAT_EQ(bn->running_mean[0].item<float>(), 2.0f);
-    EXPECT_DOUBLE_EQ(ddp.allreduceMax({double(r), -1.5})[0], 1.0);
-    EXPECT_DOUBLE_EQ(ddp.allreduceMin({double(r), -1.5})[1], -1.5);
-    EXPECT_NEAR(ddp.allreduceSum({0.1 + r})[0], 1.2, 1e-12);
+    EXPECT_DOUBLE_EQ(job.allreduceMax({double(r), -1.5})[0], 1.0);
+    EXPECT_DOUBLE_EQ(job.allreduceMin({double(r), -1.5})[1], -1.5);
+    EXPECT_NEAR(job.allreduceSum({0.1 + r})[0], 1.2, 1e-12);
   });
 }
 
@@ -199,7 +203,8 @@ TEST(Ddp, HalfExchangeDoesNotOverflowWithPreDivision) {
     withRanks(4, {5, 5, 5, 5}, [&](int r, Communicator& comm, Net& net) {
       DdpOptions o;
       o.exchangeType = t;
-      DistributedDataParallel ddp(net, comm, o);
+      JobCollectives job(comm);
+      DistributedDataParallel ddp(net, job, o);
       ddp.zeroGrad();
       ddp.beginBackward(true);
       // d/dw of sum(w) * 40000 = 40000 in every element.
@@ -222,7 +227,8 @@ TEST(Ddp, HalfExchangeMatchesFloatExchangeWithinRounding) {
       DdpOptions o;
       o.exchangeType = t;
       o.fusionBytes = 64;
-      DistributedDataParallel ddp(net, comm, o);
+      JobCollectives job(comm);
+      DistributedDataParallel ddp(net, job, o);
       ddp.zeroGrad();
       ddp.beginBackward(true);
       net.forward(inputFor(r)).pow(2).sum().backward();
@@ -258,7 +264,8 @@ TEST(Ddp, HostStagedExchangeEqualsTheDirectOneBitForBit) {
           o.exchangeType = type;
           o.allreduce = "ring";
           o.stageThroughHost = stage;
-          DistributedDataParallel ddp(net, comm, o);
+          JobCollectives job(comm);
+          DistributedDataParallel ddp(net, job, o);
           for (int round = 0; round < 2; ++round) {
             ddp.zeroGrad();
             ddp.beginBackward(true);
@@ -302,7 +309,8 @@ TEST(Ddp, StagedPartitionStepsEqualTheDirectPartitionBitForBit) {
           o.stageThroughHost = stage;
           o.exchangeType = wire;
           o.allreduce = "ring";
-          DistributedDataParallel ddp(net, comm, o);
+          JobCollectives job(comm);
+          DistributedDataParallel ddp(net, job, o);
           OptimizerOptions oo;
           oo.name = name;
           std::unique_ptr<Optimizer> opt = makeRunOptimizer(net, ddp, oo);
@@ -366,7 +374,8 @@ TEST(Ddp, PartitionedShardsTileTheModelAndHoldTheSummedGradients) {
       o.partition = true;
       o.exchangeType = wire;
       o.stageThroughHost = stage;
-      DistributedDataParallel ddp(net, comm, o);
+      JobCollectives job(comm);
+      DistributedDataParallel ddp(net, job, o);
       ASSERT_TRUE(ddp.partitioned());
       ddp.verifyIdentical();
       ddp.zeroGrad();
@@ -455,7 +464,8 @@ TEST(Ddp, FusionAutotuneTimesEachCandidateAndAllRanksAgree) {
       o.fusionBytes = 0;  // auto
       o.tuneSteps = 2;
       o.allreduce = "ring";
-      DistributedDataParallel ddp(*nets[r], *comms[r], o);
+      JobCollectives job(*comms[r]);
+      DistributedDataParallel ddp(*nets[r], job, o);
       EXPECT_EQ(ddp.fusionBytes(), size_t{16} << 10);
       std::set<size_t> seen;
       for (int step = 1; step <= 13; ++step) {
@@ -514,7 +524,8 @@ TEST(Ddp, BucketsAreExchangedWhileBackwardStillRuns) {
           std::lock_guard<std::mutex> lock(m);
           starts.push_back(start);
         };
-        DistributedDataParallel ddp(*nets[r], *comms[r], o);
+        JobCollectives job(*comms[r]);
+        DistributedDataParallel ddp(*nets[r], job, o);
         buckets[r] = static_cast<int>(ddp.buckets().size());
         torch::manual_seed(10 + r);
         const torch::Tensor x = torch::randn({64, 1, 28, 28});
@@ -657,13 +668,14 @@ TEST(Ddp, PostErrorWaitsForTheExchangeInFlight) {
       DdpOptions o;
       o.fusionBytes = 64;  // several buckets, in flight on the communication thread
       o.allreduce = "ring";
-      DistributedDataParallel ddp(*nets[r], comm, o);
+      JobCollectives job(comm);
+      DistributedDataParallel ddp(*nets[r], job, o);
       EXPECT_GE(ddp.buckets().size(), 3u);
       ddp.zeroGrad();
       ddp.beginBackward(true);
       nets[r]->forward(inputFor(r)).pow(2).sum().backward();
       if (r == 0) {
-        ddp.postError("rank 0 gave up in the middle of its step");
+        job.postError("rank 0 gave up in the middle of its step");
         return;
       }
       try {

@@ -327,7 +327,8 @@ TEST(PartitionedRun, WholeStateRoundTripsThroughTheSlicesAndUnknownEntriesAreRef
       DdpOptions d;
       d.partition = true;
       d.fusionBytes = 16384;
-      DistributedDataParallel ddp(*model, *comms[r], d);
+      JobCollectives job(*comms[r]);
+      DistributedDataParallel ddp(*model, job, d);
       OptimizerOptions o;
       o.name = "sgd";
       auto optimizer = makeRunOptimizer(*model, ddp, o);

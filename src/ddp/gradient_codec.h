@@ -1,0 +1,58 @@
+// GradientCodec: how one bucket's fp32 gradients travel between the ranks —
+// encode, the transport's collective, decode — the stage PyTorch's DDP
+// calls a communication hook (torch.distributed.algorithms.ddp_comm_hooks).
+//
+// A codec is handed the bucket's values on the host and a WireSum: the
+// transport's collective (the allreduce, or under a partitioned optimizer
+// the reduce-scatter), which sums a buffer of any wire type across ranks in
+// place. It calls the collective as often as it needs — once for a cast to
+// 16 bits, twice for PowerSGD's P and Q — and leaves the summed gradient in
+// the range of the bucket that WireSum::kept() names (all of it for an
+// allreduce; this rank's chunk for a reduce-scatter). Every rank must end
+// with bit-identical values there: the weights stay identical without a
+// broadcast. A new way to exchange a bucket is one new codec file plus its
+// case in makeGradientCodec().
+//
+// Threading: exchange() runs on whichever thread holds the communicator
+// (the communication thread, or the compute thread for the bucket reduced
+// inline) — one bucket at a time, so a codec's per-bucket buffers need no
+// lock. Internal to src/ddp.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <utility>
+
+#include "bigbatch/comm/communicator.h"
+
+namespace bigbatch::ddp_detail {
+
+// The transport's collective as a codec sees it.
+class WireSum {
+ public:
+  virtual ~WireSum() = default;
+  // Sums `count` elements of `type` at `data` across the ranks, in place.
+  virtual void sum(void* data, size_t count, DataType type) = 0;
+  // The elements [first, second) of a `count`-element sum this rank holds
+  // afterwards.
+  virtual std::pair<size_t, size_t> kept(size_t count) const = 0;
+  // For the stall watchdog: "the gradient allreduce", ...
+  virtual const char* operation() const = 0;
+};
+
+class GradientCodec {
+ public:
+  virtual ~GradientCodec() = default;
+  // The element type on the wire (summary.json's bytes, the layout check).
+  virtual DataType wireType() const = 0;
+  // Sums bucket `bucket`'s `count` gradients at `data` across the ranks
+  // through `wire` (see above).
+  virtual void exchange(size_t bucket, float* data, size_t count, WireSum& wire) = 0;
+};
+
+// The codec for `wireType`: kFloat32 sends the gradients as they are;
+// kFloat16 / kBFloat16 cast them to 16 bits (half_codec.h). `worldSize`:
+// the ranks summing. Refuses any other type, naming the ones there are.
+std::unique_ptr<GradientCodec> makeGradientCodec(DataType wireType, int worldSize);
+
+}  // namespace bigbatch::ddp_detail

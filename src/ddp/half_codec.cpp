@@ -1,0 +1,22 @@
+#include "half_codec.h"
+
+#include "bigbatch/collectives/allreduce.h"
+
+namespace bigbatch::ddp_detail {
+
+HalfCodec::HalfCodec(DataType wireType, int worldSize) : type_(wireType), worldSize_(worldSize) {}
+
+void HalfCodec::exchange(size_t bucket, float* data, size_t count, WireSum& wire) {
+  if (wire_.size() <= bucket) wire_.resize(bucket + 1);
+  std::vector<uint8_t>& bytes = wire_[bucket];
+  const size_t width = elementSize(type_);
+  bytes.resize(count * width);
+  packFloats(type_, bytes.data(), data, count, 1.0f / static_cast<float>(worldSize_));
+  wire.sum(bytes.data(), count, type_);
+  // Only the range this rank holds the sum of is unpacked.
+  const auto [lo, hi] = wire.kept(count);
+  unpackFloats(type_, data + lo, bytes.data() + lo * width, hi - lo,
+               static_cast<float>(worldSize_));
+}
+
+}  // namespace bigbatch::ddp_detail
