@@ -45,10 +45,12 @@ CommCost ringCost(double bytes, int n, const Cluster& c) {
   if (n <= 1) return cost;
   const double steps = 2.0 * (n - 1), chunk = bytes / n;
   // Across nodes every step moves a chunk over each node's link while the
-  // other hops stay inside nodes; the step takes the slower of the two.
+  // other hops stay inside nodes; the step takes the slower of the two. With
+  // one device per node (a ring of nodes: hierarchical's and torus2d's
+  // phase across them) every hop leaves its node: the link alone.
   const double intraStep = c.intra.alphaS() + chunk * c.intra.betaSPerByte();
   const double interStep = c.inter.alphaS() + chunk * c.inter.betaSPerByte();
-  if (c.nodes() > 1 && interStep >= intraStep) {
+  if (c.nodes() > 1 && (c.devicesPerNode == 1 || interStep >= intraStep)) {
     cost.interMessages = steps;
     cost.interBytes = steps * chunk;
   } else {

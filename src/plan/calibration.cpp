@@ -75,6 +75,13 @@ LinkFit fitLink(const std::vector<AllreduceSample>& samples, const Cluster& know
   Cluster c = known;
   c.devices = ranks;
   c.devicesPerNode = local;
+  // Across nodes, a ring step lasts as long as its slower level, and the
+  // rows cannot tell which level that was: the fitted level is taken to be
+  // the slower one (a placeholder slower than any link), so the split of
+  // the rows into intra and inter costs does not depend on the guess for
+  // the level being fitted. Where the node link is in truth the faster,
+  // the fit is the rate of the ring's slower hops.
+  if (fit.interNode) c.inter = {c.intra.gbps * 1e-6, c.intra.latencyUs * 1e6 + 1e6};
   // t ≈ messages·α + bytes·β per sample, after taking off the known level.
   struct Row {
     double m, b, t;

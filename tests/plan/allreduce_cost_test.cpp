@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "bigbatch/collectives/allreduce.h"
 #include "bigbatch/common/error.h"
 
@@ -35,6 +37,47 @@ TEST(AllreduceCost, RingOnOneNode) {
 TEST(AllreduceCost, RingAcrossNodesIsBoundByTheNodeLink) {
   // 8 devices on 2 nodes: 14 steps, each with an S/8 chunk over the links.
   expectCounts(allreduceCost("ring", S, cluster(8, 4)), 0, 0, 14, 14 * S / 8);
+}
+
+// A ring of nodes (one device per node: torus2d's and hierarchical's phase
+// across nodes) runs on nothing but the node links, so a faster network
+// always pays there, also when it is faster than the intra-node link; and
+// no algorithm gets slower when the network gets faster.
+TEST(AllreduceCost, MoreInterNodeBandwidthIsNeverSlowerAndPaysForARingOfNodes) {
+  Cluster c;
+  c.devices = 8192;
+  c.devicesPerNode = 8;
+  c.intra = {96, 2};
+  const double bytes = 100e6;
+  std::vector<double> torus;
+  for (double gbps : {95.0, 112.0, 200.0}) {
+    c.inter = {gbps, 5};
+    torus.push_back(allreduceCost("torus2d", bytes, c).seconds(c));
+  }
+  EXPECT_GT(torus[0], torus[1]);
+  EXPECT_GT(torus[1], torus[2]) << "torus2d's ring across nodes was charged to the intra link";
+  // Its vertical ring: 2(h-1) messages of S/(G·h)... all of it through the link.
+  c.inter = {200, 5};
+  Cluster across = c;
+  across.devices = c.nodes();
+  across.devicesPerNode = 1;
+  const CommCost ring = allreduceCost("ring", bytes, across);
+  EXPECT_DOUBLE_EQ(ring.intraMessages, 0);
+  EXPECT_DOUBLE_EQ(ring.interMessages, 2.0 * (across.devices - 1));
+
+  for (const std::string a : {"ring", "halving_doubling", "recursive_doubling", "hierarchical", "torus2d"}) {
+    for (int perNode : {1, 4, 8}) {
+      c.devicesPerNode = perNode;
+      c.devices = 64 * perNode;
+      double before = std::numeric_limits<double>::infinity();
+      for (double gbps : {10.0, 50.0, 95.0, 112.0, 200.0, 800.0}) {
+        c.inter = {gbps, 5};
+        const double s = allreduceCost(a, bytes, c).seconds(c);
+        EXPECT_LE(s, before * (1 + 1e-12)) << a << ", " << perNode << " per node, " << gbps << " Gb/s";
+        before = s;
+      }
+    }
+  }
 }
 
 TEST(AllreduceCost, HalvingDoublingSharesTheLinkOffNode) {

@@ -46,6 +46,27 @@ TEST(Calibration, RecoversTheInterNodeLinkGivenTheIntraNodeOne) {
   EXPECT_NEAR(fit.level.latencyUs, 30, 1e-6);
 }
 
+// The guess for the level being fitted does not decide how the rows split:
+// a guess faster than the intra-node link used to charge the ring's steps
+// to that link, and the fit then had nothing of the node link to fit.
+TEST(Calibration, TheFitOfTheInterNodeLinkDoesNotDependOnItsGuess) {
+  Cluster truth;
+  truth.devices = 8;
+  truth.devicesPerNode = 4;
+  truth.intra = {200, 2};
+  truth.inter = {25, 20};
+  const auto rows = modelled(truth, {"ring"});
+  for (const LinkLevel guess : {LinkLevel{1, 50}, LinkLevel{25, 20}, LinkLevel{150, 5},
+                                LinkLevel{1000, 1}}) {
+    Cluster known = truth;
+    known.inter = guess;
+    LinkFit fit;
+    ASSERT_NO_THROW(fit = fitLink(rows, known)) << "guess " << guess.gbps << " Gb/s";
+    EXPECT_NEAR(fit.level.gbps, 25, 1e-6) << "guess " << guess.gbps << " Gb/s";
+    EXPECT_NEAR(fit.level.latencyUs, 20, 1e-6) << "guess " << guess.gbps << " Gb/s";
+  }
+}
+
 TEST(Calibration, ParsesBenchRowsAndSkipsOthers) {
   const std::string text =
       "# a header line\n"

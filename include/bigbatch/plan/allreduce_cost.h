@@ -7,7 +7,8 @@
 //   ring              2(n-1) steps of S/n. On one node every step is an
 //                     intra-node message; across nodes each step also sends
 //                     one S/n chunk over every node's link, and a step lasts
-//                     as long as its slower level.
+//                     as long as its slower level — with one device per node
+//                     (a ring of nodes) every hop is the node link's.
 //   halving_doubling  fold (2 messages of S, when n is not a power of two),
 //                     then log2(p) halving rounds with messages S/2, S/4, ...
 //                     to partners at distance p/2, p/4, ..., and the mirror
