@@ -53,14 +53,17 @@ TrainResult TrainingRun::run() {
       const EpochRecord record = closeEpoch(steps);
       if (stopOrCheckpoint(record)) break;
     }
-  } catch (const TimeoutError& e) {
-    // A peer did not answer in time: the heartbeat tells which rank stalled.
-    const TimeoutError named(fmt::format("{}; {}", e.what(), stallGuard_->diagnose()));
-    abortRun(named.what());
-    throw named;
   } catch (const std::exception& e) {
-    abortRun(e.what());
-    throw;
+    if (!blamesAPeer(e)) {
+      abortRun(e.what());
+      throw;
+    }
+    // A peer did not answer in time, or went away (NCCL's asynchronous
+    // error): the heartbeat tells which rank stopped.
+    const std::string named = fmt::format("{}; {}", e.what(), stallGuard_->diagnose());
+    abortRun(named);
+    if (dynamic_cast<const TimeoutError*>(&e)) throw TimeoutError(named);
+    throw PeerError(named);
   }
   return finish();
 }

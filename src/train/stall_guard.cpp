@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "bigbatch/common/error.h"
+
 namespace bigbatch::train_detail {
 
 double watchdogLimitS(double timeoutS) { return timeoutS + std::max(5.0, 0.25 * timeoutS); }
@@ -36,6 +38,11 @@ void StallGuard::enter(int64_t step, Heartbeat::Phase phase) {
   step_.store(step);
   phase_.store(phase);
   heartbeat_.beat(step, phase);
+}
+
+bool blamesAPeer(const std::exception& e) {
+  return dynamic_cast<const TimeoutError*>(&e) != nullptr ||
+         dynamic_cast<const PeerError*>(&e) != nullptr;
 }
 
 std::string StallGuard::diagnose() const {

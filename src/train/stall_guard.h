@@ -17,6 +17,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
 #include <string>
@@ -31,6 +32,12 @@ namespace bigbatch::train_detail {
 // more, and at least 5 s more, so that a collective whose peer stopped has
 // failed on its own deadline (and told the others) well before.
 double watchdogLimitS(double timeoutS);
+
+// Whether the heartbeat can tell who is to blame for `e`: a peer that did
+// not answer by its deadline (TimeoutError), or one that went away under an
+// asynchronous collective (PeerError: NCCL's error when a remote rank is
+// gone). The trainer then appends diagnose() to the message.
+bool blamesAPeer(const std::exception& e);
 
 class StallGuard {
  public:

@@ -37,6 +37,14 @@ class TimeoutError : public Error {
   using Error::Error;
 };
 
+// A peer that went away under a collective this rank had started — an
+// asynchronous communication error (NCCL's, when a remote rank is gone) —
+// rather than one that kept this rank waiting past its deadline.
+class PeerError : public Error {
+ public:
+  using Error::Error;
+};
+
 // Ranks that disagree (sizes, dtypes, checksums).
 class MismatchError : public Error {
  public:

@@ -134,7 +134,7 @@ bool NcclCommunicator::inProgress(const char* operation) {
   const std::string why =
       fmt::format("{} ({})", ncclGetErrorString(state), ncclGetLastError(asComm(comm_)));
   abort();
-  BIGBATCH_THROW(Error, "NCCL failed in {} on rank {} (device {}): {}", operation, rank_, device_,
+  BIGBATCH_THROW(PeerError, "NCCL failed in {} on rank {} (device {}): {}", operation, rank_, device_,
                  why);
 }
 
