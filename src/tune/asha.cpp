@@ -37,8 +37,12 @@ std::optional<AshaScheduler::Job> AshaScheduler::next() {
     if (keep == 0) continue;
     std::vector<size_t> order(rung.size());
     for (size_t i = 0; i < order.size(); ++i) order[i] = i;
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return better(rung[a].metric, rung[b].metric); });
+    // Ties go to the earlier trial, not the earlier report: with several
+    // workers the reports come in an order the clock decides.
+    std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+      if (better(rung[a].metric, rung[b].metric)) return true;
+      return rung[a].metric == rung[b].metric && rung[a].trial < rung[b].trial;
+    });
     for (size_t i = 0; i < keep; ++i) {
       Entry& e = rung[order[i]];
       if (e.promoted) continue;

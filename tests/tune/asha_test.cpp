@@ -53,13 +53,28 @@ TEST(Asha, MinimisesWhenAskedAndBreaksTiesByTheEarlierTrial) {
   // Times to target: trial 4 is fastest; trials 0 and 2 tie.
   const std::vector<double> q = {5, 9, 5, 8, 2, 7};
   const Jobs jobs = runSerially(s, q);
-  // Trial 0 (5, ahead of trial 2's 5 by being reported first) goes up at 3
+  // Trial 0 (5, ahead of trial 2's 5 by being the earlier trial) goes up at 3
   // finished; trial 4 (2) as soon as it finished — 5 finished keep 1, and it
   // is that one; at 6 finished the best two (4, 0) are both up already.
   const Jobs want = {{0, 0, 1}, {1, 0, 1}, {2, 0, 1}, {0, 1, 3},
                      {3, 0, 1}, {4, 0, 1}, {4, 1, 3}, {5, 0, 1}};
   EXPECT_EQ(jobs, want);
   EXPECT_EQ(s.best(), 4);
+}
+
+// With several workers the reports come in the clock's order: a tie still
+// goes to the earlier trial, as for best(), not to the earlier report.
+TEST(Asha, ATieIsPromotedByTheEarlierTrialWhateverOrderTheReportsCameIn) {
+  AshaScheduler s({1, 3, 3, 3, true});
+  ASSERT_EQ(s.rungs(), 2);
+  for (int t = 0; t < 3; ++t) ASSERT_EQ(s.next()->trial, t);  // three workers
+  s.report(2, 0, 0.5);
+  s.report(1, 0, 0.8);
+  s.report(0, 0, 0.8);  // ties trial 1, reported after it
+  const auto up = s.next();
+  ASSERT_TRUE(up.has_value());
+  EXPECT_EQ(up->trial, 0);
+  EXPECT_EQ(up->rung, 1);
 }
 
 TEST(Asha, AFailedTrialTakesNoPlaceAndTwoWorkersNeverIdle) {
