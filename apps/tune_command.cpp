@@ -290,10 +290,17 @@ void writeOutcome(const fs::path& dir, const std::string& origin, const std::str
                   const Config& recipe, const std::vector<std::string>& sets, const TuneSettings& s,
                   const TuneResult& r) {
   writeBestRecipe(dir, origin, recipeText, recipe, sets, s, r);
+  // The figures are over the runs that trained the whole budget: when
+  // --budget-epochs ended the search below the top rung, the best trial's
+  // own run paused part-way, and averaging it with the seeds' whole runs
+  // would mix two recipes' lengths.
   std::vector<double> accuracy, times;
+  size_t partial = 0;
   for (const TrialOutcome& o : r.seeds) {
-    if (o.ok) accuracy.push_back(o.accuracy);
-    if (o.ok && o.reachedTarget) times.push_back(o.timeToTargetS);
+    if (o.ok && !o.complete) ++partial;
+    if (!o.ok || !o.complete) continue;
+    accuracy.push_back(o.accuracy);
+    if (o.reachedTarget) times.push_back(o.timeToTargetS);
   }
   nlohmann::ordered_json j;
   j["best_trial"] = r.bestTrial;
@@ -309,13 +316,16 @@ void writeOutcome(const fs::path& dir, const std::string& origin, const std::str
          {"reached_target", o.reachedTarget},
          {"time_to_target_s",
           o.reachedTarget ? nlohmann::ordered_json(o.timeToTargetS) : nlohmann::ordered_json()},
-         {"epochs", o.epochs}});
+         {"epochs", o.epochs},
+         {"complete", o.complete}});
   }
+  j["mean_over_runs"] = accuracy.size();
   j["mean_accuracy"] = mean(accuracy);
   j["min_accuracy"] = accuracy.empty() ? 0.0 : *std::min_element(accuracy.begin(), accuracy.end());
   j["max_accuracy"] = accuracy.empty() ? 0.0 : *std::max_element(accuracy.begin(), accuracy.end());
-  j["mean_time_to_target_s"] = times.size() == r.seeds.size() ? nlohmann::ordered_json(mean(times))
-                                                              : nlohmann::ordered_json();
+  j["mean_time_to_target_s"] = !times.empty() && times.size() == accuracy.size()
+                                   ? nlohmann::ordered_json(mean(times))
+                                   : nlohmann::ordered_json();
   j["search_epochs"] = r.searchEpochs;
   j["seed_epochs"] = r.seedEpochs;
   j["jobs"] = r.jobs;
@@ -326,12 +336,18 @@ void writeOutcome(const fs::path& dir, const std::string& origin, const std::str
   for (const auto& v : r.bestValues) values += " " + v;
   fmt::print("tune: best trial {:03d}:{}\n", r.bestTrial, values);
   fmt::print("{}", seedLines(r));
+  if (partial > 0) {
+    fmt::print(
+        "tune: the best trial's search run paused at epoch {} when --budget-epochs ran out "
+        "(below the top rung); the figures below are over the {} run(s) of the whole budget\n",
+        r.seeds.front().epochs, accuracy.size());
+  }
   fmt::print(
       "tune: mean accuracy {:.2f} % over {} seed(s) (spread {:.2f}..{:.2f} %){}; {} epochs "
       "searched in {} job(s) ({} failed), {} for the seeds\n",
       100 * mean(accuracy), accuracy.size(), 100 * j["min_accuracy"].get<double>(),
       100 * j["max_accuracy"].get<double>(),
-      times.size() == r.seeds.size() && !times.empty()
+      !times.empty() && times.size() == accuracy.size()
           ? fmt::format(", mean time to target {:.1f} s", mean(times))
           : "",
       r.searchEpochs, r.jobs, r.failed, r.seedEpochs);
@@ -408,7 +424,8 @@ CLI::App* addTuneCommand(CLI::App& app, TuneArgs& a) {
   tune->add_option("--seed", a.seed, "seed of the trial values' draws (default 1)")
       ->check(CLI::Range(0LL, 4294967295LL));
   tune->add_option("--parallel", a.parallel,
-                   "jobs at once, the CPUs split evenly between them (default 1)")
+                   "jobs at once, the CPUs split evenly between them (default 1; 1 with "
+                   "--objective time)")
       ->check(CLI::Range(1, 256));
   tune->add_option("--seeds", a.seeds,
                    "re-runs of the best trial with run.seed + 1, + 2, ... (default 2)")
@@ -440,6 +457,14 @@ int runTune(const TuneArgs& a) {
   }
   BIGBATCH_REQUIRE(s.objective == "accuracy" || s.objective == "time", InvalidArgument,
                    "tune: objective '{}' is neither accuracy nor time", s.objective);
+  // Time ranks trials by their wall clock, and P jobs at once share this
+  // machine's memory bandwidth and caches: each trial's time would be
+  // measured beside whichever trials happened to run with it.
+  BIGBATCH_REQUIRE(s.objective != "time" || s.parallel == 1, InvalidArgument,
+                   "tune: --objective time ranks trials by wall-clock time, which {} jobs at "
+                   "once on this machine would distort (each timed beside the others); use "
+                   "--parallel 1 with --objective time, or --objective accuracy",
+                   s.parallel);
 
   std::vector<SearchParameter> params;
   for (const auto& p : s.params) params.push_back(parseSearchParameter(p));

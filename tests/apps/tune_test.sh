@@ -10,7 +10,8 @@
 #  3. best.toml is a ready recipe (`bigbatch train` runs it), best.json
 #     parses, `bigbatch plot` draws the trials;
 #  4. bad input: an unknown key in --param, a real range on a whole-number
-#     key, and --resume with other settings exit 1 naming the problem.
+#     key, --objective time with --parallel 2, and --resume with other
+#     settings exit 1 naming the problem.
 #   tune_test.sh BIGBATCH_BINARY CONFIG
 set -u
 bin=$1; config=$2
@@ -66,6 +67,7 @@ import json, sys
 b = json.load(open('$tune/best.json'))
 assert len(b['runs']) == 2 and all(r['ok'] for r in b['runs']), b
 assert 0.5 < b['mean_accuracy'] <= 1 and b['min_accuracy'] <= b['max_accuracy'], b
+assert all(r['complete'] for r in b['runs']) and b['mean_over_runs'] == 2, b
 assert all(v.split('=')[0] in ('optim.lr', 'schedule.warmup_epochs') for v in b['values']), b
 " || fail "best.json"
 "$bin" plot "$tune" -o "$dir/plots" >"$dir/log" 2>&1 || fail "plot of the tune directory"
@@ -75,6 +77,11 @@ assert all(v.split('=')[0] in ('optim.lr', 'schedule.warmup_epochs') for v in b[
 [ $? -eq 1 ] && grep -q "optim.nope" "$dir/log" || fail "an unknown --param key is not named"
 "$bin" tune "$config" --param train.batch_size=32:128 --dir "$dir/bad" >"$dir/log" 2>&1
 [ $? -eq 1 ] && grep -q "lo:hi:int" "$dir/log" || fail "a real range on a whole-number key is not refused"
+"$bin" tune "$config" --param optim.lr=0.05:0.3:log --objective time --parallel 2 \
+  --dir "$dir/bad" >"$dir/log" 2>&1
+[ $? -eq 1 ] && grep -q -- "--parallel 1 with --objective time" "$dir/log" ||
+  fail "--objective time with --parallel 2 is not refused"
+[ -e "$dir/bad" ] && fail "a refused tune created its directory"
 "$bin" tune "${common[@]}" --trials 5 --resume >"$dir/log" 2>&1
 [ $? -eq 1 ] && grep -q "trials" "$dir/log" || fail "--resume with other settings is not refused"
 rm -rf "$dir"
