@@ -91,6 +91,67 @@ TEST(Heartbeat, NamesARankWhosePulseStoppedWhateverStepItReached) {
   EXPECT_EQ(who.find("rank 1"), std::string::npos) << who;
 }
 
+std::vector<std::unique_ptr<Heartbeat>> heartbeats(int size, int perHost, double silentAfterS,
+                                                   std::vector<std::unique_ptr<Communicator>>& comms) {
+  comms = makeInProcessGroup(size, perHost);
+  std::vector<std::unique_ptr<Heartbeat>> beats(static_cast<size_t>(size));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < size; ++r) {
+    threads.emplace_back([&, r] { beats[r] = std::make_unique<Heartbeat>(*comms[r], silentAfterS); });
+  }
+  for (auto& t : threads) t.join();
+  return beats;
+}
+
+// Two hosts of two ranks: each host's lowest rank (0 and 2) carries its
+// host's table to the other; the others read what arrived from their host's
+// shared memory. A rank behind on the other host — not a carrier — is named
+// by both ranks of this host, and a rank whose pulse stopped there too.
+TEST(Heartbeat, ACarrierPerHostNamesTheRanksOfTheOtherHost) {
+  std::vector<std::unique_ptr<Communicator>> comms;
+  auto beats = heartbeats(4, 2, /*silentAfterS=*/0.3, comms);
+  auto pulseAll = [&](std::initializer_list<int> ranks) {
+    for (int r : ranks) beats[r]->pulse();  // carriers send, then take in
+    for (int r : ranks) beats[r]->pulse();
+  };
+  for (auto& b : beats) b->beat(5, Heartbeat::kExchange);
+  beats[3]->beat(5, Heartbeat::kCompute);  // host 1's second rank is behind
+  pulseAll({0, 1, 2, 3});
+  for (int r : {0, 1}) {
+    const std::string who = beats[r]->describeLaggards(5, Heartbeat::kExchange);
+    EXPECT_NE(who.find("rank 3 on another host (in the compute of step 5"), std::string::npos)
+        << "rank " << r << ": " << who;
+    EXPECT_EQ(who.find("rank 2"), std::string::npos) << who;
+    EXPECT_EQ(who.find("never heard"), std::string::npos) << who;
+  }
+  beats[3]->beat(5, Heartbeat::kExchange);
+  pulseAll({0, 1, 2, 3});
+  EXPECT_NE(beats[1]->describeLaggards(5, Heartbeat::kExchange).find("no rank looks stalled"),
+            std::string::npos);
+  // Rank 3 stops (no more pulses); its carrier, rank 2, goes on sending.
+  for (int tick = 0; tick < 10; ++tick) {
+    std::this_thread::sleep_for(50ms);
+    pulseAll({0, 1, 2});
+  }
+  const std::string who = beats[1]->describeLaggards(5, Heartbeat::kExchange);
+  EXPECT_NE(who.find("rank 3 on another host (no sign of life for"), std::string::npos) << who;
+  EXPECT_EQ(who.find("rank 2"), std::string::npos) << who;
+}
+
+// A rank on another host whose carrier's datagrams never arrived is named as
+// never heard from — not left out as if it were fine.
+TEST(Heartbeat, NamesTheRanksOfAHostNeverHeardFrom) {
+  std::vector<std::unique_ptr<Communicator>> comms;
+  auto beats = heartbeats(4, 2, /*silentAfterS=*/0.2, comms);
+  for (auto& b : beats) b->beat(2, Heartbeat::kExchange);
+  std::this_thread::sleep_for(300ms);
+  beats[0]->pulse();  // host 1's carrier never pulses: nothing ever comes from it
+  beats[1]->pulse();
+  const std::string who = beats[1]->describeLaggards(2, Heartbeat::kExchange);
+  EXPECT_NE(who.find("never heard from rank(s) 2, 3 on other hosts"), std::string::npos) << who;
+  EXPECT_EQ(who.find("no rank looks stalled"), std::string::npos) << who;
+}
+
 TEST(StallWatchdog, TicksWhileItRuns) {
   std::atomic<int> ticks{0};
   {

@@ -6,16 +6,26 @@
 // for: a rank whose pulse stopped (a stopped or frozen process, whatever
 // step it reached), or one that never reached the survivors' step.
 //
-// Across hosts the table is mirrored by datagrams: with every pulse each
-// rank sends its (rank, step, phase, time in phase) over UDP to every rank
-// on another host (addresses exchanged once over the communicator at
-// construction: this host's first non-loopback IPv4 address and a port the
-// kernel picked), and takes in what arrived. A remote rank whose datagrams
-// stopped for `silentAfterS` is "no sign of life" as a local one whose
-// pulse stopped — no clock is compared across hosts, only arrival times
-// here. Datagrams carry a job id (rank 0's random number) and are dropped
-// otherwise. Without a usable address or socket the mirror is off and a
-// stall on another host is reported as such, unnamed.
+// Across hosts the table is mirrored by datagrams, one carrier per host:
+// with every pulse the host's lowest rank (local rank 0) reads its host's
+// table and sends all of it — each rank's step, phase, time in phase and
+// time since its last pulse — in one UDP datagram to the carrier of every
+// other host, and writes what arrives from them into a second shared table
+// that every rank of its host reads. Per pulse period (0.2 s) that is
+// hosts·(hosts - 1) datagrams in the whole job, each of 32 + 32·G bytes for
+// G ranks per host, times the addresses tried (below) — not one per pair of
+// ranks, which grows as ranks². Addresses are exchanged once over the
+// communicator at construction: every up, non-loopback IPv4 address of the
+// carrier's host (at most 4; loopback where there is none), one port bound
+// on all of them, and each datagram goes to each of the other carrier's
+// addresses — whichever the network routes arrives; no interface (docker0,
+// a management network) is guessed. Which ranks are remote is known from
+// the host grouping, not from addresses. A remote rank silent for
+// `silentAfterS` — its own pulse, or its host's datagrams — is "no sign of
+// life" as a local one whose pulse stopped; no clock is compared across
+// hosts, only durations and arrival times here. A remote rank never heard
+// from is named as such: whether it runs cannot be told. Datagrams carry a
+// job id (rank 0's random number) and are dropped otherwise.
 //
 // Threading: beat() from the compute thread; pulse() from a thread that
 // runs as long as the process does (the stall watchdog's, every tick);
@@ -25,10 +35,7 @@
 
 #include <array>
 #include <cstdint>
-#include <map>
-#include <mutex>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "bigbatch/comm/communicator.h"
@@ -59,28 +66,32 @@ class Heartbeat {
 
  private:
   struct Slot;
+  struct RemoteSlot;
   Slot* slot(int localRank) const;
-  // The cross-host mirror: set up (collective), send this rank's slot to
-  // the other hosts' ranks, take in what arrived.
+  RemoteSlot* remote(int rank) const;  // in the host's table of remote ranks
+  // The cross-host mirror: set up (collective), and on the carrier: send
+  // this host's table to the other carriers, take in what arrived.
   void openMirror(Communicator& comm);
   void sendMirror();
   void receiveMirror();
+  void describeRemote(int64_t code, int64_t now, std::vector<std::string>& stalled,
+                      std::vector<int>& neverHeard) const;
 
   SharedSegment* segment_ = nullptr;
+  SharedSegment* remoteSegment_ = nullptr;  // local rank 0's slot: every remote rank's state
   int localRank_ = 0, localSize_ = 1, worldSize_ = 1, rank_ = 0;
   double silentAfterS_;
 
-  struct Remote {
-    int64_t step = -1;      // 2·step + phase as last heard
-    int64_t inPhaseNs = 0;  // time in that phase when sent
-    int64_t arrivedNs = 0;  // local steady clock at arrival; 0: never heard
-  };
-  int socket_ = -1;
+  bool mirrored_ = false;          // the cross-host tables are in use
+  int socket_ = -1;                // the carrier's only
   uint64_t jobId_ = 0;
-  std::vector<std::pair<int, std::array<uint8_t, 6>>> peers_;  // rank, IPv4 + port (network order)
-  int64_t lastStep_ = 0, sinceNs_ = 0;                         // this rank's own, for sendMirror
-  mutable std::mutex mutex_;                                   // guards remote_ and the two above
-  std::map<int, Remote> remote_;  // rank on another host -> what it said
+  int64_t mirrorSinceNs_ = 0;      // when the mirror opened
+  std::vector<int> hostOf_;        // rank -> its host's carrier rank
+  struct Peer {
+    int carrier;
+    std::vector<std::array<uint8_t, 6>> addresses;  // IPv4 + port, network order
+  };
+  std::vector<Peer> peers_;        // the other hosts' carriers (carrier only)
 };
 
 }  // namespace bigbatch
