@@ -4,6 +4,7 @@ test accuracy: the reference `bench/time_to_accuracy.sh` holds bigbatch's
 tuned recipe against (issue: time to 92 % at half of PyTorch's).
 
   /usr/bin/python3 bench/pytorch_train.py --seed 1 [--ranks 2] [--target 0.92]
+  /usr/bin/python3 bench/pytorch_train.py --recipe fast --seed 1   # configs/fast.toml's
 
 The standard recipe is bigbatch's default recipe written the way a PyTorch
 user writes it: the same 5-conv BN CNN ([16, 32, 64] x [2, 2, 1],
@@ -19,6 +20,13 @@ Timing: `time_to_target_s` runs from the barrier before the first step to
 the end of the evaluation that first reaches the target (bigbatch's
 time_to_target_s: run_start to that evaluation), stopping there. Prints one
 JSON line per evaluation and a last one with the result.
+
+`--recipe fast` is configs/fast.toml (bigbatch's main job) instead: the
+classifier reads the last stage average-pooled to 3 x 3 (model.head_pool =
+3), peak lr 0.2, a 3-epoch cosine, no flips — everything else as above. It
+is the same-recipe peer of the main job: what the system gives, apart from
+what the recipe search gave. --head-pool, --lr, --epochs and --no-flip set
+the same things one by one.
 """
 import argparse
 import gzip
@@ -84,7 +92,7 @@ def worker(rank, args, port):
     train_x, train_y = load("train")
     test_x, test_y = load("t10k")
     torch.manual_seed(args.seed)  # identical initial weights on every rank
-    model = Cnn().to(memory_format=torch.channels_last)
+    model = Cnn(head_pool=args.head_pool).to(memory_format=torch.channels_last)
     ddp = nn.parallel.DistributedDataParallel(model)
     decay = [p for p in model.parameters() if p.dim() > 1]
     no_decay = [p for p in model.parameters() if p.dim() <= 1]
@@ -103,9 +111,10 @@ def worker(rank, args, port):
         for s in range(steps_per_epoch):
             idx = order[s * global_batch + rank * args.batch: s * global_batch + (rank + 1) * args.batch]
             x, y = train_x[idx], train_y[idx]
-            flip = torch.rand(len(idx), generator=flip_gen) < 0.5
-            x = torch.where(flip.view(-1, 1, 1, 1), x.flip(3), x).contiguous(
-                memory_format=torch.channels_last)
+            if args.flip:
+                flip = torch.rand(len(idx), generator=flip_gen) < 0.5
+                x = torch.where(flip.view(-1, 1, 1, 1), x.flip(3), x)
+            x = x.contiguous(memory_format=torch.channels_last)
             for g in opt.param_groups:
                 g["lr"] = lr_at(step, steps_per_epoch, args)
             opt.zero_grad(set_to_none=True)
@@ -122,7 +131,9 @@ def worker(rank, args, port):
             break
     train_time = time.perf_counter() - t0
     if rank == 0:
-        result = {"system": "pytorch_ddp_gloo", "seed": args.seed, "ranks": args.ranks,
+        result = {"system": "pytorch_ddp_gloo", "recipe": args.recipe, "seed": args.seed,
+                  "ranks": args.ranks, "head_pool": args.head_pool, "lr": args.lr,
+                  "budget_epochs": args.epochs, "flip": args.flip,
                   "batch_per_rank": args.batch, "target": args.target,
                   "reached_target": reached is not None, "time_to_target_s": reached,
                   "epochs": epoch, "final_accuracy": acc, "train_time_s": train_time,
@@ -139,14 +150,24 @@ def worker(rank, args, port):
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--recipe", choices=["default", "fast"], default="default",
+                   help="default: configs/default.toml's; fast: configs/fast.toml's")
     p.add_argument("--seed", type=int, default=1)
     p.add_argument("--ranks", type=int, default=2)
     p.add_argument("--batch", type=int, default=64, help="images per rank")
-    p.add_argument("--epochs", type=int, default=10, help="the cosine schedule's budget")
-    p.add_argument("--lr", type=float, default=0.1)
+    p.add_argument("--epochs", type=int, default=None, help="the cosine schedule's budget (10; fast: 3)")
+    p.add_argument("--lr", type=float, default=None, help="peak lr (0.1; fast: 0.2)")
+    p.add_argument("--head-pool", type=int, default=None, help="model.head_pool (1; fast: 3)")
+    p.add_argument("--no-flip", dest="flip", action="store_false", default=None,
+                   help="no random horizontal flips (fast's data.flip = false)")
     p.add_argument("--warmup-epochs", type=float, default=0.5)
     p.add_argument("--target", type=float, default=0.92)
     args = p.parse_args()
+    fast = args.recipe == "fast"
+    for name, default, fast_value in (("epochs", 10, 3), ("lr", 0.1, 0.2), ("head_pool", 1, 3),
+                                      ("flip", True, False)):
+        if getattr(args, name) is None:
+            setattr(args, name, fast_value if fast else default)
     port = 29500 + os.getpid() % 1000
     mp.spawn(worker, args=(args, port), nprocs=args.ranks, join=True)
 
