@@ -1,8 +1,11 @@
 // From the resolved config to typed options: RunRecipe holds every key the
 // training run reads, resolved once before the first step (nothing in the
-// run loop looks a key up by name), and the functions below give each
-// component its options (model, learning-rate schedule, optimizer, loss
-// scaler, exchange, input pipeline) and the optimizer's MLPerf log keys.
+// run loop looks a key up by name). Each key is bound to its field where it
+// is declared (recipe_keys.h), so this file names no key: resolveRecipe()
+// runs the table and derives what depends on several keys or on the world
+// (the global batch, the peak lr, whether loss scaling is on); the
+// functions below give the components whose options need the data as well
+// (model, input pipeline) theirs, and the optimizer its MLPerf log keys.
 // Internal to src/train; pure functions, thread-safe.
 #pragma once
 
@@ -51,6 +54,11 @@ struct RunRecipe {
   DataOptions data;
   int64_t cacheMb = 0;  // data.cache_mb
   std::string modelName;
+  // model.*: inChannels and numClasses are the data's (modelOptions()).
+  ModelOptions model;
+  // data.*_threads, data.prefetch_batches, data.bad_samples; channelsLast
+  // and pinMemory are the run's (pipelineOptionsFor()).
+  PipelineOptions pipeline;
   // The batch: images per rank and micro-batch, micro-batches per step.
   int64_t batchPerRank = 1, accumulation = 1;
   int64_t globalBatch = 1;  // ranks × batchPerRank × accumulation
@@ -65,6 +73,7 @@ struct RunRecipe {
   // Schedules: the peak lr (optim.lr, or optim.lr_per_256 scaled to the
   // global batch), its warmup and decay, momentum, batch size.
   double peakLr = 0;
+  double configuredLr = 0.1, lrPer256 = 0;  // optim.lr, optim.lr_per_256: peakLr's sources
   LrScheduleOptions lr;
   std::vector<double> momentumEpochs, momentumValues;
   double momentum = 0;
@@ -72,8 +81,13 @@ struct RunRecipe {
   bool decayFollowsLr = false;
   OptimizerOptions optimizer;
   std::optional<KfacOptions> kfac;  // optim.kfac
+  bool kfacOn = false;              // optim.kfac, and the optim.kfac_* keys:
+  KfacOptions kfacSettings;         // kfac when it is on
   Precision precision = Precision::kFp32;
+  std::string precisionName = "fp32";           // amp.precision, as written
   std::optional<LossScalerOptions> lossScaler;  // when loss scaling is on
+  std::string lossScaling = "auto";             // amp.loss_scaling, and the amp.* keys:
+  LossScalerOptions scalerSettings;             // lossScaler when it is on
   DdpOptions ddp;                               // without callbacks and watchdog
   std::string exchangeDtype;                    // ddp.exchange_dtype, as written
   std::string gpuExchange;                      // ddp.gpu_exchange, as written
@@ -83,6 +97,8 @@ struct RunRecipe {
   MlperfSubmission mlperf;
 };
 
+// Every key of recipe_keys.h in its place, the derived fields not yet.
+RunRecipe bindRecipeKeys(const Config& c);
 // `worldSize` ranks share the global batch.
 RunRecipe resolveRecipe(const Config& c, int worldSize);
 // The optimizer's hyperparameters under the MLPerf keys of its family
@@ -91,17 +107,9 @@ void logOptimizer(MlperfLogger& ml, const RunRecipe& r, int64_t decaySteps);
 
 // The model for images of `channels` channels and `classes` classes.
 ModelOptions modelOptions(const Config& c, int64_t channels, int64_t classes);
-LrScheduleOptions scheduleOptions(const Config& c, double peakLr);
-OptimizerOptions optimizerOptions(const Config& c);
-// optim.kfac_* (used when optim.kfac is on).
-KfacOptions kfacOptions(const Config& c);
+// amp.*: the loss scaler's options (whether it is on is RunRecipe::lossScaler).
 LossScalerOptions lossScalerOptions(const Config& c);
-// ddp.* and comm.* (the exchange; callbacks and the watchdog are the caller's).
-DdpOptions ddpOptionsFor(const Config& c);
 // data.*: the input pipeline's threads.
 PipelineOptions pipelineOptionsFor(const Config& c, bool channelsLast);
-// Whether dynamic loss scaling is on (amp.loss_scaling, where auto means: fp16
-// compute or fp16 on the wire).
-bool lossScalingEnabled(const Config& c);
 
 }  // namespace bigbatch::train_detail

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "bigbatch/common/error.h"
+#include "recipe.h"
 
 namespace bigbatch::train_detail {
 namespace {
@@ -199,28 +200,12 @@ TrainingData openFolder(const DataOptions& o) {
 }  // namespace
 
 DataOptions dataOptionsFor(const Config& c) {
-  DataOptions o;
-  o.dataset = c.getString("data.dataset");
-  o.path = c.getString("data.path");
-  o.trainDir = c.getString("data.train_dir");
-  o.valDir = c.getString("data.val_dir");
-  o.trainSamples = c.getInt("data.train_samples");
-  o.evalSamples = c.getInt("data.eval_samples");
-  o.imageSize = c.getInt("model.image_size");
-  o.flip = c.getBool("data.flip");
-  o.padCrop = c.getInt("data.pad_crop");
-  o.randomResizedCrop = c.getBool("data.random_resized_crop");
-  o.cropScale = c.getFloatList("data.crop_scale");
-  o.cropRatio = c.getFloatList("data.crop_ratio");
-  o.evalCrop = c.getFloat("data.eval_crop");
-  o.syntheticShape = c.getIntList("data.synthetic_shape");
-  o.syntheticClasses = c.getInt("data.synthetic_classes");
+  DataOptions o = bindRecipeKeys(c).data;  // data.*, model.image_size, run.seed
   BIGBATCH_REQUIRE(o.syntheticShape.size() == 3 && o.syntheticShape[0] >= 1 &&
                        o.syntheticShape[1] >= 1 && o.syntheticShape[2] >= 1,
                    InvalidArgument,
                    "data.synthetic_shape must be [channels, height, width], each >= 1 (e.g. "
                    "[3, 224, 224])");
-  o.seed = static_cast<uint64_t>(c.getInt("run.seed"));
   return o;
 }
 
