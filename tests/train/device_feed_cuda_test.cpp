@@ -81,21 +81,27 @@ TEST(DeviceFeedCuda, PinnedBatchesArriveOnTheDeviceExactlyAsTheCpuPipelineMakesT
 // of the kernels queued behind it.
 void holdTheComputeStream() { at::cuda::sleep(400'000'000); }
 
-// One batch of 64 images of 3x64x64 (3 MiB, the allocator's large pool),
-// unflipped, in the pipeline's order.
+PipelineOptions pinnedOptions(bool pinned) {
+  PipelineOptions o;
+  o.pinMemory = pinned;
+  return o;
+}
+
+// Four batches of 64 images of 3x64x64 (3 MiB each, the allocator's large
+// pool), unflipped, fed to GPU 0 — and the same batches as the CPU
+// pipeline makes them.
 struct FeedCase {
   static constexpr int64_t kBatches = 4, kBatch = 64;
   std::shared_ptr<ImageSource> source = makeSyntheticSource(kBatches * kBatch, 3, 64, 64, 10, /*seed=*/3);
-  PipelineOptions options() const {
-    PipelineOptions o;
-    o.pinMemory = true;
-    return o;
-  }
-  std::vector<torch::Tensor> expected() const {
+  std::vector<torch::Tensor> expected = cpuBatches();
+  InputPipeline pipeline{source, ImageAugment{}, pinnedOptions(true), 1, 1,
+                         consecutiveBatches(kBatches, kBatch)};
+  train_detail::DeviceFeed feed{pipeline, torch::Device(torch::kCUDA, 0)};
+
+  std::vector<torch::Tensor> cpuBatches() const {
     std::vector<torch::Tensor> out;
-    PipelineOptions o = options();
-    o.pinMemory = false;
-    InputPipeline cpu(source, ImageAugment{}, o, 1, 1, consecutiveBatches(kBatches, kBatch));
+    InputPipeline cpu(source, ImageAugment{}, pinnedOptions(false), 1, 1,
+                      consecutiveBatches(kBatches, kBatch));
     PipelineBatch b;
     while (cpu.next(b)) out.push_back(b.images.clone());
     return out;
@@ -134,14 +140,10 @@ TEST(DeviceFeedCuda, ControlAWriteFromAnotherStreamLandsUnderAKernelThatStillRea
 // compute stream but still read by its queued kernels.
 TEST(DeviceFeedCuda, APrefetchNeverWritesIntoABlockThatAQueuedKernelStillReads) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  const FeedCase c;
-  const std::vector<torch::Tensor> expected = c.expected();
-  InputPipeline pipeline(c.source, ImageAugment{}, c.options(), 1, 1,
-                         consecutiveBatches(FeedCase::kBatches, FeedCase::kBatch));
+  FeedCase c;
   const torch::Device gpu(torch::kCUDA, 0);
-  train_detail::DeviceFeed feed(pipeline, gpu);
   PipelineBatch first;
-  ASSERT_TRUE(feed.next(first));  // the steady state: one batch in use
+  ASSERT_TRUE(c.feed.next(first));  // the steady state: one batch in use
 
   // A temporary of exactly a batch's size, read by a kernel queued behind
   // the spin, freed by the host before that kernel runs.
@@ -150,15 +152,15 @@ TEST(DeviceFeedCuda, APrefetchNeverWritesIntoABlockThatAQueuedKernelStillReads) 
   holdTheComputeStream();
   const torch::Tensor seen = temporary.clone();
   temporary.reset();
-  feed.prefetch();  // the next batch's copy, now
+  c.feed.prefetch();  // the next batch's copy, now
 
   PipelineBatch second;
-  ASSERT_TRUE(feed.next(second));
+  ASSERT_TRUE(c.feed.next(second));
   torch::cuda::synchronize();
   EXPECT_TRUE(torch::equal(seen.cpu(), torch::full_like(seen.cpu(), -7.0f)))
       << "the prefetch wrote into the block of a tensor a queued kernel was still reading";
-  EXPECT_TRUE(torch::equal(first.images.cpu(), expected[0]));
-  EXPECT_TRUE(torch::equal(second.images.cpu(), expected[1]));
+  EXPECT_TRUE(torch::equal(first.images.cpu(), c.expected[0]));
+  EXPECT_TRUE(torch::equal(second.images.cpu(), c.expected[1]));
 }
 
 // The accumulation case: the host drops the previous micro-batch when
@@ -166,27 +168,22 @@ TEST(DeviceFeedCuda, APrefetchNeverWritesIntoABlockThatAQueuedKernelStillReads) 
 // the next copy must not land in its block.
 TEST(DeviceFeedCuda, AMicroBatchTheHostDroppedIsNotOverwrittenWhileAQueuedKernelReadsIt) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  const FeedCase c;
-  const std::vector<torch::Tensor> expected = c.expected();
-  InputPipeline pipeline(c.source, ImageAugment{}, c.options(), 1, 1,
-                         consecutiveBatches(FeedCase::kBatches, FeedCase::kBatch));
-  const torch::Device gpu(torch::kCUDA, 0);
-  train_detail::DeviceFeed feed(pipeline, gpu);
+  FeedCase c;
   torch::Tensor seen;
   {
     PipelineBatch previous;
-    ASSERT_TRUE(feed.next(previous));
+    ASSERT_TRUE(c.feed.next(previous));
     torch::cuda::synchronize();
     holdTheComputeStream();
     seen = previous.images.clone();  // "conv1's weight gradient", queued
   }  // the host drops the micro-batch
-  feed.prefetch();
+  c.feed.prefetch();
   PipelineBatch next;
-  ASSERT_TRUE(feed.next(next));
+  ASSERT_TRUE(c.feed.next(next));
   torch::cuda::synchronize();
-  EXPECT_TRUE(torch::equal(seen.cpu(), expected[0]))
+  EXPECT_TRUE(torch::equal(seen.cpu(), c.expected[0]))
       << "the next micro-batch's copy landed in the dropped one's block under a kernel still reading it";
-  EXPECT_TRUE(torch::equal(next.images.cpu(), expected[1]));
+  EXPECT_TRUE(torch::equal(next.images.cpu(), c.expected[1]));
 }
 
 TEST(DeviceFeedCuda, APinnedPipelineHandsOutPinnedBatches) {
