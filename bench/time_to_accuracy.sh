@@ -5,9 +5,13 @@
 # batch 128, SGD Nesterov 0.9, 0.5-epoch warmup, cosine over 10 epochs,
 # label smoothing 0.1, flips), side by side in one run: for each seed,
 # PyTorch then each recipe, so drift of the machine hits all alike.
+# PYTORCH_RECIPE=fast runs PyTorch on configs/fast.toml's recipe instead
+# (bench/pytorch_train.py --recipe fast): the same model and schedule on
+# both sides, what the system gives apart from what the recipe gives.
 #
 #   bench/time_to_accuracy.sh "SEEDS" RECIPE.toml...
 #   e.g. bench/time_to_accuracy.sh "1 2 3" configs/default.toml tune/default/best.toml
+#        PYTORCH_RECIPE=fast bench/time_to_accuracy.sh "1 2 3" configs/fast.toml
 #
 # Every time is run_start (the barrier before the first step) to the end of
 # the evaluation that first reaches 92 %; each run stops there (a run that
@@ -19,6 +23,7 @@ seeds=$1; shift
 recipes=("$@")
 [ ${#recipes[@]} -gt 0 ] || { echo "usage: $0 \"SEEDS\" RECIPE.toml..." >&2; exit 2; }
 bin=build/apps/bigbatch
+pytorchRecipe=${PYTORCH_RECIPE:-default}
 tcmalloc=$(ls /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 2>/dev/null || true)
 out=$(mktemp -d)
 rows=$out/rows
@@ -26,7 +31,7 @@ printf "%-28s %4s %6s %9s %8s %8s\n" system seed epochs "to 92 %" reached "wall 
 for seed in $seeds; do
   start=$(date +%s.%N)
   env ${tcmalloc:+LD_PRELOAD=$tcmalloc} OMP_NUM_THREADS=1 /usr/bin/python3 bench/pytorch_train.py \
-    --seed "$seed" > "$out/pt$seed.log" 2>&1
+    --recipe "$pytorchRecipe" --seed "$seed" > "$out/pt$seed.log" 2>&1
   wall=$(echo "$(date +%s.%N) - $start" | bc)
   read -r t e ok < <(tail -1 "$out/pt$seed.log" | /usr/bin/python3 -c '
 import json, sys
