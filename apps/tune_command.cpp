@@ -436,8 +436,10 @@ CLI::App* addTuneCommand(CLI::App& app, TuneArgs& a) {
   return tune;
 }
 
-int runTune(const TuneArgs& a) {
-  const std::string recipeText = readText(a.config);
+namespace {
+
+// The recipe's [tune] table, overridden flag by flag, checked.
+TuneSettings resolveSettings(const TuneArgs& a, const std::string& recipeText) {
   TuneSettings s = readTuneTable(recipeText, a.config);
   if (!a.params.empty()) s.params = a.params;
   if (a.trials > 0) s.trials = a.trials;
@@ -465,40 +467,46 @@ int runTune(const TuneArgs& a) {
                    "once on this machine would distort (each timed beside the others); use "
                    "--parallel 1 with --objective time, or --objective accuracy",
                    s.parallel);
+  return s;
+}
 
-  std::vector<SearchParameter> params;
-  for (const auto& p : s.params) params.push_back(parseSearchParameter(p));
-  SearchSpace space(params, static_cast<uint64_t>(s.seed));
-
-  // The recipe as every trial sees it, checked once with every bound.
-  std::vector<std::string> sets = a.sets;
-  Config recipe = defaultTrainingConfig();
+// The recipe as every trial sees it — the --set overrides, the epoch budget
+// the top rung runs, the stop at the target the time objective needs —
+// checked once with every bound. Settles s.maxEpochs when it was left open.
+struct TrialRecipe {
+  Config config;
+  std::vector<std::string> sets;  // what every trial is started with
+};
+TrialRecipe trialRecipe(const TuneArgs& a, const std::string& recipeText, TuneSettings& s,
+                        const std::vector<SearchParameter>& params) {
+  TrialRecipe t{defaultTrainingConfig(), a.sets};
+  Config& recipe = t.config;
   recipe.mergeToml(recipeText, a.config);
-  for (const auto& o : sets) recipe.set(o);
+  for (const auto& o : t.sets) recipe.set(o);
   const double searchedEpochs = largestSearchedEpochs(params);
   if (s.maxEpochs <= 0) {
     s.maxEpochs =
         searchedEpochs > 0 ? searchedEpochs : static_cast<double>(recipe.getInt("train.epochs"));
   }
   if (searchedEpochs == 0 && s.maxEpochs != static_cast<double>(recipe.getInt("train.epochs"))) {
-    sets.push_back(fmt::format("train.epochs={}", std::llround(s.maxEpochs)));
-    recipe.set(sets.back());
+    t.sets.push_back(fmt::format("train.epochs={}", std::llround(s.maxEpochs)));
+    recipe.set(t.sets.back());
   }
   BIGBATCH_REQUIRE(searchedEpochs == 0 || s.maxEpochs >= searchedEpochs, InvalidArgument,
                    "tune: --max-epochs {} is below the largest train.epochs searched ({}); the "
                    "top rung must run every trial's whole budget",
                    s.maxEpochs, searchedEpochs);
   if (s.objective == "time") {
-    sets.push_back("train.stop_at_target=true");
-    recipe.set(sets.back());
+    t.sets.push_back("train.stop_at_target=true");
+    recipe.set(t.sets.back());
   }
   validateTrainingConfig(recipe);
   checkSpace(recipe, params);
+  return t;
+}
 
-  const fs::path dir =
-      a.dir.empty() ? fs::path("tune") / fs::path(a.config).stem() : fs::path(a.dir);
-  prepareTuneDir(dir, a, recipeText, settingsJson(s, sets));
-
+TuneOptions tunerOptions(const fs::path& dir, const TuneArgs& a, const TuneSettings& s,
+                         const Config& recipe, const std::vector<SearchParameter>& params) {
   TuneOptions options;
   options.dir = dir.string();
   options.asha.minEpochs = std::min(s.minEpochs, s.maxEpochs);
@@ -516,29 +524,49 @@ int runTune(const TuneArgs& a) {
     for (const auto& p : params)
       options.firstValues.push_back(p.key + "=" + recipe.valueText(p.key));
   }
+  return options;
+}
+
+void announce(const TuneOptions& options, const TuneSettings& s, const fs::path& dir) {
+  AshaScheduler rungs(options.asha);
+  std::string list;
+  for (int k = 0; k < rungs.rungs(); ++k) {
+    list += fmt::format("{}{:g}", k ? ", " : "", rungs.epochsAt(k));
+  }
+  fmt::print(
+      "tune: {} trials, rungs at epochs [{}], eta {}, objective {}, {} job(s) at once; "
+      "directory {}\n",
+      s.trials, list, s.eta, s.objective, s.parallel, dir.string());
+  std::fflush(stdout);
+}
+
+}  // namespace
+
+// Settings, search space and recipe checked before anything is created;
+// then the tune directory, the trial runner and the search.
+int runTune(const TuneArgs& a) {
+  const std::string recipeText = readText(a.config);
+  TuneSettings s = resolveSettings(a, recipeText);
+  std::vector<SearchParameter> params;
+  for (const auto& p : s.params) params.push_back(parseSearchParameter(p));
+  SearchSpace space(params, static_cast<uint64_t>(s.seed));
+  const TrialRecipe recipe = trialRecipe(a, recipeText, s, params);
+
+  const fs::path dir =
+      a.dir.empty() ? fs::path("tune") / fs::path(a.config).stem() : fs::path(a.dir);
+  prepareTuneDir(dir, a, recipeText, settingsJson(s, recipe.sets));
+  const TuneOptions options = tunerOptions(dir, a, s, recipe.config, params);
 
   ProcessTrialRunnerOptions ro;
   ro.program = selfPath();
   ro.config = (dir / "recipe.toml").string();
   ro.dir = dir.string();
-  ro.sets = sets;
+  ro.sets = recipe.sets;
   ro.slots = s.parallel;
   ProcessTrialRunner runner(ro);
   Tuner tuner(options, space, runner);
-  {
-    AshaScheduler rungs(options.asha);
-    std::string list;
-    for (int k = 0; k < rungs.rungs(); ++k) {
-      list += fmt::format("{}{:g}", k ? ", " : "", rungs.epochsAt(k));
-    }
-    fmt::print(
-        "tune: {} trials, rungs at epochs [{}], eta {}, objective {}, {} job(s) at once; "
-        "directory {}\n",
-        s.trials, list, s.eta, s.objective, s.parallel, dir.string());
-    std::fflush(stdout);
-  }
-
-  writeOutcome(dir, a.config, recipeText, recipe, sets, s, tuner.run());
+  announce(options, s, dir);
+  writeOutcome(dir, a.config, recipeText, recipe.config, recipe.sets, s, tuner.run());
   return 0;
 }
 

@@ -75,12 +75,7 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, JobCo
       fusion = tuner_->first();
     }
   }
-  layoutFor(fusion);
-  if (partitioned) {
-    partition_ = std::make_unique<PartitionedExchange>(job_, *buckets_, staging_.get(),
-                                                       options_.onExchange);
-    reducer_ = makeReducer();  // its staged transport keeps the sums in the mirrors
-  }
+  layoutFor(fusion, partitioned);
   buckets_->installHooks([this](size_t param) { markReady(param); });
 }
 
@@ -98,7 +93,7 @@ const std::vector<std::string>& DistributedDataParallel::parameterNames() const 
   return buckets_->names();
 }
 
-void DistributedDataParallel::layoutFor(size_t fusionBytes) {
+void DistributedDataParallel::layoutFor(size_t fusionBytes, bool partition) {
   BIGBATCH_CHECK(!partition_, Error,
                  "a partitioned exchange is laid out once (its optimizer holds the slices)");
   reducer_.reset();
@@ -107,7 +102,11 @@ void DistributedDataParallel::layoutFor(size_t fusionBytes) {
   // Buckets in device memory reach the host collectives through mirrors.
   const bool staged = size_ > 1 && options_.nccl == nullptr && (options_.stageThroughHost || onDevice_);
   if (staged) staging_ = std::make_unique<DeviceStaging>(buckets_->buffers());
-  reducer_ = makeReducer();
+  if (partition) {
+    partition_ = std::make_unique<PartitionedExchange>(job_, *buckets_, staging_.get(),
+                                                       options_.onExchange);
+  }
+  reducer_ = makeReducer();  // staged and partitioned: it keeps the sums in the mirrors
 }
 
 std::unique_ptr<BucketReducer> DistributedDataParallel::makeReducer() {
@@ -149,7 +148,7 @@ void DistributedDataParallel::verifyIdentical() {
 void DistributedDataParallel::zeroGrad() {
   job_.thread().waitAll();  // no exchange may still read the buffers
   if (relayoutTo_ != 0) {
-    layoutFor(relayoutTo_);  // autotuning's next candidate, or its choice
+    layoutFor(relayoutTo_, /*partition=*/false);  // autotuning's next candidate, or its choice
     relayoutTo_ = 0;
   }
   buckets_->zero();

@@ -3,15 +3,12 @@
 #include <algorithm>
 #include <string>
 
-#include "bigbatch/common/error.h"
 #include "bigbatch/common/logging.h"
 #include "bigbatch/ddp/bucket_layout.h"
 
 namespace bigbatch::ddp_detail {
 
 FusionTuner::FusionTuner(const std::vector<int64_t>& numels, int steps) : steps_(steps) {
-  BIGBATCH_REQUIRE(steps >= 1, InvalidArgument,
-                   "fusion autotuning needs at least 1 step per candidate (got {})", steps);
   for (size_t c = size_t{16} << 10;; c *= 4) {
     candidates_.push_back(c);
     if (layoutBuckets(numels, c).size() == 1 || c >= (size_t{64} << 20)) break;

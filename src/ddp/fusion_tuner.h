@@ -24,7 +24,8 @@ namespace bigbatch::ddp_detail {
 
 class FusionTuner {
  public:
-  // `numels`: the exchanged parameters' element counts (registration order).
+  // `numels`: the exchanged parameters' element counts (registration order);
+  // `steps` >= 1 (DdpOptions::tuneSteps, checked by the exchange).
   FusionTuner(const std::vector<int64_t>& numels, int steps);
 
   // The cap to lay the buckets out for first.

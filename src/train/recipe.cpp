@@ -15,7 +15,7 @@ RunRecipe bindRecipeKeys(const Config& c) {
 // What depends on several keys, or on the world, after every key is bound.
 RunRecipe resolveRecipe(const Config& c, int worldSize) {
   RunRecipe r = bindRecipeKeys(c);
-  r.data = dataOptionsFor(c);  // the same values, checked
+  checkDataOptions(r.data);
   r.globalBatch = r.batchPerRank * worldSize * r.accumulation;
   // The peak lr: optim.lr, or optim.lr_per_256 scaled to the global batch.
   r.peakLr = r.lrPer256 > 0 ? linearScaledLr(r.lrPer256, r.globalBatch) : r.configuredLr;
@@ -33,8 +33,8 @@ RunRecipe resolveRecipe(const Config& c, int worldSize) {
   return r;
 }
 
-ModelOptions modelOptions(const Config& c, int64_t channels, int64_t classes) {
-  ModelOptions m = bindRecipeKeys(c).model;
+ModelOptions modelOptions(const RunRecipe& r, int64_t channels, int64_t classes) {
+  ModelOptions m = r.model;
   m.inChannels = channels;
   m.numClasses = classes;
   return m;
@@ -42,8 +42,8 @@ ModelOptions modelOptions(const Config& c, int64_t channels, int64_t classes) {
 
 LossScalerOptions lossScalerOptions(const Config& c) { return bindRecipeKeys(c).scalerSettings; }
 
-PipelineOptions pipelineOptionsFor(const Config& c, bool channelsLast) {
-  PipelineOptions p = bindRecipeKeys(c).pipeline;
+PipelineOptions pipelineOptionsFor(const RunRecipe& r, bool channelsLast) {
+  PipelineOptions p = r.pipeline;
   p.channelsLast = channelsLast;
   return p;
 }

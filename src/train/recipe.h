@@ -106,10 +106,10 @@ RunRecipe resolveRecipe(const Config& c, int worldSize);
 void logOptimizer(MlperfLogger& ml, const RunRecipe& r, int64_t decaySteps);
 
 // The model for images of `channels` channels and `classes` classes.
-ModelOptions modelOptions(const Config& c, int64_t channels, int64_t classes);
+ModelOptions modelOptions(const RunRecipe& r, int64_t channels, int64_t classes);
 // amp.*: the loss scaler's options (whether it is on is RunRecipe::lossScaler).
 LossScalerOptions lossScalerOptions(const Config& c);
-// data.*: the input pipeline's threads.
-PipelineOptions pipelineOptionsFor(const Config& c, bool channelsLast);
+// data.*: the input pipeline's threads; `channelsLast` the batches' layout.
+PipelineOptions pipelineOptionsFor(const RunRecipe& r, bool channelsLast);
 
 }  // namespace bigbatch::train_detail

@@ -100,7 +100,7 @@ void TrainingRun::loadData(TrainingJob& job) {
 void TrainingRun::prepareModel(TrainingJob& job) {
   if (!job.model) {
     torch::manual_seed(recipe_.seed);
-    job.model = buildModel(modelOptions(config_, data_.channels, data_.numClasses));
+    job.model = buildModel(modelOptions(recipe_, data_.channels, data_.numClasses));
   }
   model_ = job.model;
   if (!options_.initFrom.empty() && !start_.resume) {
@@ -200,7 +200,7 @@ void TrainingRun::prepareOptimizer() {
   // micro-batches while this one trains.
   trainSource_ = data_.train;
   augment_ = data_.trainAugment;
-  pipelineOptions_ = pipelineOptionsFor(config_, recipe_.channelsLast && data_.channels > 1);
+  pipelineOptions_ = pipelineOptionsFor(recipe_, recipe_.channelsLast && data_.channels > 1);
   pipelineOptions_.pinMemory = device_.device.is_cuda();  // batches assembled where H2D starts
   if (recipe_.cacheMb > 0) {
     cache_ = std::make_shared<DecodedCache>(trainSource_->size(), recipe_.cacheMb << 20);

@@ -199,13 +199,17 @@ TrainingData openFolder(const DataOptions& o) {
 
 }  // namespace
 
-DataOptions dataOptionsFor(const Config& c) {
-  DataOptions o = bindRecipeKeys(c).data;  // data.*, model.image_size, run.seed
+void checkDataOptions(const DataOptions& o) {
   BIGBATCH_REQUIRE(o.syntheticShape.size() == 3 && o.syntheticShape[0] >= 1 &&
                        o.syntheticShape[1] >= 1 && o.syntheticShape[2] >= 1,
                    InvalidArgument,
                    "data.synthetic_shape must be [channels, height, width], each >= 1 (e.g. "
                    "[3, 224, 224])");
+}
+
+DataOptions dataOptionsFor(const Config& c) {
+  DataOptions o = bindRecipeKeys(c).data;  // data.*, model.image_size, run.seed
+  checkDataOptions(o);
   return o;
 }
 

@@ -48,6 +48,8 @@ struct DataOptions {
 };
 
 DataOptions dataOptionsFor(const Config& c);
+// What a single key's range cannot say (data.synthetic_shape's three sides).
+void checkDataOptions(const DataOptions& o);
 
 struct TrainingData {
   std::shared_ptr<const ImageSource> train, test;

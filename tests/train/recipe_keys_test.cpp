@@ -57,8 +57,8 @@ TEST(RecipeKeys, TheRecipeHoldsWhatTheConfigSays) {
   EXPECT_DOUBLE_EQ(r.kfac->damping, 0.01);
   EXPECT_FALSE(r.pipeline.skipBadSamples);
   EXPECT_EQ(r.pipeline.readThreads, 2);
-  EXPECT_EQ(modelOptions(c, 3, 100).headPool, 3);
-  EXPECT_EQ(modelOptions(c, 3, 100).numClasses, 100);
+  EXPECT_EQ(modelOptions(r, 3, 100).headPool, 3);
+  EXPECT_EQ(modelOptions(r, 3, 100).numClasses, 100);
   EXPECT_EQ(r.data.imageSize, 32);
   EXPECT_EQ(r.batchSchedule.lrRule, "sqrt");
   EXPECT_TRUE(r.targetTop5);

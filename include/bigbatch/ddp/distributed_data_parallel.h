@@ -189,8 +189,10 @@ class DistributedDataParallel {
   void markReady(size_t param);
 
  private:
-  // (Re)builds the buckets for `fusionBytes`, then the transport for them.
-  void layoutFor(size_t fusionBytes);
+  // (Re)builds the buckets for `fusionBytes` and their host mirrors where
+  // they need them, then — `partition`, at set-up only — the partition of
+  // them, and the transport.
+  void layoutFor(size_t fusionBytes, bool partition);
   // The transport for the current layout (see the header's list).
   std::unique_ptr<ddp_detail::BucketReducer> makeReducer();
 
