@@ -465,8 +465,17 @@ TEST(Cli, PlanPublishedRowsAreWithinTwentyPercent) {
   Outcome o = run("plan --published --json", /*stderrToo=*/false);
   ASSERT_EQ(o.status, 0) << o.output;
   const auto rows = jsonRows(o.output);
-  ASSERT_EQ(rows.size(), 9u) << o.output;
-  for (const auto& r : rows) EXPECT_TRUE(r["within_20_percent"].get<bool>()) << r.dump();
+  ASSERT_EQ(rows.size(), 11u) << o.output;
+  int networkBound = 0;
+  for (const auto& r : rows) {
+    EXPECT_TRUE(r["within_20_percent"].get<bool>()) << r.dump();
+    // The free-links ratio leaves ±20 % exactly where the row says the
+    // figure tests the network terms.
+    const bool leaves = std::abs(r["free_links_ratio"].get<double>() - 1) > 0.2;
+    EXPECT_EQ(leaves, r["network_bound"].get<bool>()) << r.dump();
+    networkBound += leaves;
+  }
+  EXPECT_EQ(networkBound, 3) << o.output;
 }
 
 // A real 2-rank sweep of this machine fitted: a positive bandwidth and
