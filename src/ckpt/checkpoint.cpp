@@ -140,6 +140,11 @@ std::vector<char> serializeCheckpoint(const Checkpoint& c) {
   c10::List<at::Tensor> rng;
   for (const auto& t : c.rankRng) rng.push_back(t.contiguous().cpu().clone());
   d.insert("rank_rng", rng);
+  if (!c.rankCodec.empty()) {
+    c10::List<c10::Dict<std::string, at::Tensor>> codec;
+    for (const auto& s : c.rankCodec) codec.push_back(toDict(s));
+    d.insert("rank_codec", codec);
+  }
   d.insert("optimizer", toDict(c.optimizer));
   c10::Dict<std::string, double> counters;
   for (const auto& [k, v] : c.counters) counters.insert(k, v);
@@ -220,6 +225,12 @@ Checkpoint parseCheckpoint(const std::vector<char>& bytes, const std::string& or
                    InvalidArgument,
                    "'{}': checkpoint of {} ranks holds buffers of {} and RNG states of {} ranks",
                    origin, c.worldSize, c.rankBuffers.size(), c.rankRng.size());
+  if (d.contains("rank_codec")) {
+    for (const auto& s : r.list("rank_codec")) c.rankCodec.push_back(r.tensors(s, "rank_codec"));
+    BIGBATCH_REQUIRE(static_cast<int64_t>(c.rankCodec.size()) == c.worldSize, InvalidArgument,
+                     "'{}': checkpoint of {} ranks holds codec states of {} ranks", origin,
+                     c.worldSize, c.rankCodec.size());
+  }
   c.optimizer = r.tensors(r.field("optimizer"), "optimizer");
   const auto& counters = r.field("counters");
   BIGBATCH_REQUIRE(counters.isGenericDict(), InvalidArgument,

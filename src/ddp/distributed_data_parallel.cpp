@@ -46,8 +46,16 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, JobCo
                    options_.tuneSteps);
   allreduce_ = makeGradientAllreduce(options_);
   buckets_ = std::make_unique<GradientBuckets>(model_);
-  codec_ = makeGradientCodec(options_.exchangeType, size_);
+  codec_ = makeGradientCodec(options_, buckets_->params(), buckets_->names(), size_);
   const bool partitioned = options_.partition && size_ > 1;
+  const bool compressed = options_.compression != GradientCompression::kNone;
+  BIGBATCH_REQUIRE(!(compressed && options_.partition), InvalidArgument,
+                   "ddp.compression = powersgd compresses whole gradient matrices, which "
+                   "ddp.partition = optimizer reduce-scatters in slices: set ddp.partition = none, "
+                   "or ddp.compression = none");
+  BIGBATCH_REQUIRE(!(compressed && size_ > 1 && options_.nccl != nullptr), InvalidArgument,
+                   "ddp.compression = powersgd runs on the host exchange, not NCCL: set "
+                   "ddp.gpu_exchange = \"host\", or ddp.compression = none");
   onDevice_ = !buckets_->empty() && !buckets_->device().is_cpu();
   const bool onNccl = size_ > 1 && options_.nccl != nullptr;
   BIGBATCH_REQUIRE(!onNccl || (onDevice_ && options_.ncclStream &&
@@ -122,6 +130,22 @@ std::unique_ptr<BucketReducer> DistributedDataParallel::makeReducer() {
   }
   return std::make_unique<HostReducer>(job_, *buckets_, *codec_, *wire_, options_.onExchange);
 }
+
+int64_t DistributedDataParallel::wireBytesPerStep() const {
+  return size_ > 1 ? codec_->wireBytes(buckets_->layout()) : 0;
+}
+
+int64_t DistributedDataParallel::fp32BytesPerStep() const {
+  int64_t elements = 0;
+  for (const Bucket& b : buckets_->layout()) elements += b.numel;
+  return size_ > 1 ? elements * 4 : 0;
+}
+
+DistributedDataParallel::NamedState DistributedDataParallel::codecState() const {
+  return codec_->state();
+}
+
+void DistributedDataParallel::loadCodecState(const NamedState& state) { codec_->loadState(state); }
 
 void DistributedDataParallel::verifyIdentical() {
   std::vector<std::string> names;

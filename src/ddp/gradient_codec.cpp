@@ -2,6 +2,7 @@
 
 #include "bigbatch/common/error.h"
 #include "half_codec.h"
+#include "powersgd_codec.h"
 
 namespace bigbatch::ddp_detail {
 namespace {
@@ -10,14 +11,31 @@ namespace {
 class Float32Codec : public GradientCodec {
  public:
   DataType wireType() const override { return DataType::kFloat32; }
-  void exchange(size_t, float* data, size_t count, WireSum& wire) override {
-    wire.sum(data, count, DataType::kFloat32);
+  void exchange(size_t, const Bucket& bucket, float* data, WireSum& wire) override {
+    wire.sum(data, static_cast<size_t>(bucket.numel), DataType::kFloat32);
   }
 };
 
 }  // namespace
 
-std::unique_ptr<GradientCodec> makeGradientCodec(DataType wireType, int worldSize) {
+int64_t GradientCodec::wireBytes(const std::vector<Bucket>& layout) const {
+  int64_t elements = 0;
+  for (const Bucket& b : layout) elements += b.numel;
+  return elements * static_cast<int64_t>(elementSize(wireType()));
+}
+
+std::unique_ptr<GradientCodec> makeGradientCodec(const DdpOptions& options,
+                                                 const std::vector<torch::Tensor>& params,
+                                                 const std::vector<std::string>& names,
+                                                 int worldSize) {
+  const DataType wireType = options.exchangeType;
+  if (options.compression == GradientCompression::kPowerSgd) {
+    BIGBATCH_REQUIRE(wireType == DataType::kFloat32, InvalidArgument,
+                     "ddp.compression = powersgd sends its factors in fp32: set "
+                     "ddp.exchange_dtype = fp32 (got {})",
+                     dataTypeName(wireType));
+    return std::make_unique<PowerSgdCodec>(options.powerSgd, params, names, worldSize);
+  }
   switch (wireType) {
     case DataType::kFloat32:
       return std::make_unique<Float32Codec>();

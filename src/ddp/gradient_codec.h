@@ -19,11 +19,18 @@
 // lock. Internal to src/ddp.
 #pragma once
 
+#include <torch/torch.h>
+
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "bigbatch/comm/communicator.h"
+#include "bigbatch/ddp/bucket_layout.h"
+#include "bigbatch/ddp/distributed_data_parallel.h"
 
 namespace bigbatch::ddp_detail {
 
@@ -42,17 +49,30 @@ class WireSum {
 
 class GradientCodec {
  public:
+  using NamedState = DistributedDataParallel::NamedState;
   virtual ~GradientCodec() = default;
-  // The element type on the wire (summary.json's bytes, the layout check).
+  // The element type on the wire (the layout check).
   virtual DataType wireType() const = 0;
-  // Sums bucket `bucket`'s `count` gradients at `data` across the ranks
+  // Sums bucket number `index` — `bucket` says which parameters lie where
+  // in it — whose bucket.numel gradients are at `data`, across the ranks
   // through `wire` (see above).
-  virtual void exchange(size_t bucket, float* data, size_t count, WireSum& wire) = 0;
+  virtual void exchange(size_t index, const Bucket& bucket, float* data, WireSum& wire) = 0;
+  // Bytes a rank hands to the collectives for these buckets per step.
+  virtual int64_t wireBytes(const std::vector<Bucket>& layout) const;
+  // State a checkpoint carries (a stateful codec's), and its restore.
+  virtual NamedState state() const { return {}; }
+  virtual void loadState(const NamedState&) {}
 };
 
-// The codec for `wireType`: kFloat32 sends the gradients as they are;
-// kFloat16 / kBFloat16 cast them to 16 bits (half_codec.h). `worldSize`:
-// the ranks summing. Refuses any other type, naming the ones there are.
-std::unique_ptr<GradientCodec> makeGradientCodec(DataType wireType, int worldSize);
+// The codec for `options` (exchangeType, compression, powerSgd): kFloat32
+// sends the gradients as they are; kFloat16 / kBFloat16 cast them to 16
+// bits (half_codec.h); PowerSGD compresses them (powersgd_codec.h).
+// `params`: the exchanged parameters in registration order (their shapes
+// and names), `worldSize`: the ranks summing. Refuses what cannot work,
+// naming the option.
+std::unique_ptr<GradientCodec> makeGradientCodec(const DdpOptions& options,
+                                                 const std::vector<torch::Tensor>& params,
+                                                 const std::vector<std::string>& names,
+                                                 int worldSize);
 
 }  // namespace bigbatch::ddp_detail

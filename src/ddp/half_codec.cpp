@@ -6,9 +6,10 @@ namespace bigbatch::ddp_detail {
 
 HalfCodec::HalfCodec(DataType wireType, int worldSize) : type_(wireType), worldSize_(worldSize) {}
 
-void HalfCodec::exchange(size_t bucket, float* data, size_t count, WireSum& wire) {
-  if (wire_.size() <= bucket) wire_.resize(bucket + 1);
-  std::vector<uint8_t>& bytes = wire_[bucket];
+void HalfCodec::exchange(size_t index, const Bucket& bucket, float* data, WireSum& wire) {
+  const auto count = static_cast<size_t>(bucket.numel);
+  if (wire_.size() <= index) wire_.resize(index + 1);
+  std::vector<uint8_t>& bytes = wire_[index];
   const size_t width = elementSize(type_);
   bytes.resize(count * width);
   packFloats(type_, bytes.data(), data, count, 1.0f / static_cast<float>(worldSize_));

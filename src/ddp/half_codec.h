@@ -26,7 +26,7 @@ class HalfCodec : public GradientCodec {
  public:
   HalfCodec(DataType wireType, int worldSize);
   DataType wireType() const override { return type_; }
-  void exchange(size_t bucket, float* data, size_t count, WireSum& wire) override;
+  void exchange(size_t index, const Bucket& bucket, float* data, WireSum& wire) override;
 
  private:
   DataType type_;

@@ -30,11 +30,11 @@ void HostReducer::exchange(size_t bucket, bool onComputeThread) {
       job_.watchdog(), onComputeThread ? StallWatchdog::kComputeThread : StallWatchdog::kCommThread,
       wire_.operation());
   const auto start = std::chrono::steady_clock::now();
-  const auto count = static_cast<size_t>(buckets_.layout()[bucket].numel);
-  codec_.exchange(bucket, hostValues(bucket), count, wire_);
+  const Bucket& entries = buckets_.layout()[bucket];
+  codec_.exchange(bucket, entries, hostValues(bucket), wire_);
   afterSum(bucket);
   if (onExchange_) {
-    onExchange_(bucket, count * elementSize(codec_.wireType()), start,
+    onExchange_(bucket, static_cast<size_t>(codec_.wireBytes({entries})), start,
                 std::chrono::steady_clock::now(), onComputeThread);
   }
 }

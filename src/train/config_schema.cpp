@@ -47,6 +47,25 @@ void validateTrainingConfig(const Config& c) {
                    "model.widths has {} stages and model.blocks {}; give both, of equal length",
                    widths.size(), blocks.size());
   }
+  if (const std::string codec = c.getString("ddp.compression"); codec != "none") {
+    BIGBATCH_REQUIRE(!c.getBool("optim.kfac"), InvalidArgument,
+                     "ddp.compression = {} with optim.kfac: K-FAC preconditions the exact summed "
+                     "gradient its factors were gathered for; set one of them off",
+                     codec);
+    BIGBATCH_REQUIRE(c.getString("ddp.partition") == "none", InvalidArgument,
+                     "ddp.compression = {} with ddp.partition = optimizer: compression works on "
+                     "whole gradient matrices, the partition reduce-scatters slices; set "
+                     "ddp.partition = none",
+                     codec);
+    BIGBATCH_REQUIRE(c.getString("ddp.exchange_dtype") == "fp32", InvalidArgument,
+                     "ddp.compression = {} sends its factors in fp32: set ddp.exchange_dtype = "
+                     "fp32 (got {})",
+                     codec, c.getString("ddp.exchange_dtype"));
+    BIGBATCH_REQUIRE(c.getString("ddp.gpu_exchange") != "nccl", InvalidArgument,
+                     "ddp.compression = {} runs on the host exchange: set ddp.gpu_exchange = "
+                     "\"host\" (or \"auto\")",
+                     codec);
+  }
   if (c.getInt("train.batch_size") < c.getInt("train.virtual_workers")) {
     BIGBATCH_THROW(InvalidArgument,
                    "train.virtual_workers = {} exceeds train.batch_size = {}: each BatchNorm "

@@ -373,7 +373,12 @@ TrainResult EpochLoop::finish() {
   facts.exchangeDtype = recipe_.exchangeDtype;
   facts.lossScaling = scaler() != nullptr;
   facts.finalLossScale = scaler() ? scaler()->scale() : 1.0;
-  facts.exchangeBytesPerStep = run_.exchange.bytesPerStep;
+  facts.exchangeBytesPerStep = ddp().wireBytesPerStep();
+  facts.compression = recipe_.compressionName;
+  facts.compressionRatio =
+      facts.exchangeBytesPerStep > 0
+          ? static_cast<double>(ddp().fp32BytesPerStep()) / facts.exchangeBytesPerStep
+          : 1.0;
   facts.partition = ddp().partitioned() ? "optimizer" : "none";
   facts.fusionBytes = static_cast<int64_t>(ddp().fusionBytes());
   facts.optimizerStateBytes = optimizer.stateBytes();

@@ -60,30 +60,45 @@ std::string firstNonFiniteGradient(torch::nn::Module& model) {
   return "?";
 }
 
-std::string packRankState(torch::nn::Module& model) {
+namespace {
+constexpr const char* kCodecPrefix = "<codec>";
+}  // namespace
+
+std::string packRankState(torch::nn::Module& model, const NamedTensors& codecState) {
   c10::Dict<std::string, at::Tensor> own;
   for (const auto& item : model.named_buffers()) {
     own.insert(item.key(), item.value().detach().to(torch::kCPU).contiguous().clone());
   }
   own.insert("<rng>", at::detail::getDefaultCPUGenerator().get_state());
+  for (const auto& [name, value] : codecState) {
+    own.insert(kCodecPrefix + name, value.detach().to(torch::kCPU).contiguous());
+  }
   const std::vector<char> bytes = torch::pickle_save(c10::IValue(own));
   return std::string(bytes.begin(), bytes.end());
 }
 
 void unpackRankStates(const std::vector<std::string>& parts, Checkpoint& k) {
+  const std::string prefix = kCodecPrefix;
+  bool anyCodec = false;
   for (const auto& part : parts) {
     const auto dict =
         torch::pickle_load(std::vector<char>(part.begin(), part.end())).toGenericDict();
-    NamedTensors buffers;
+    NamedTensors buffers, codec;
     for (const auto& e : dict) {
-      if (e.key().toStringRef() == "<rng>") {
+      const std::string& key = e.key().toStringRef();
+      if (key == "<rng>") {
         k.rankRng.push_back(e.value().toTensor());
+      } else if (key.rfind(prefix, 0) == 0) {
+        codec.emplace_back(key.substr(prefix.size()), e.value().toTensor());
       } else {
-        buffers.emplace_back(e.key().toStringRef(), e.value().toTensor());
+        buffers.emplace_back(key, e.value().toTensor());
       }
     }
+    anyCodec = anyCodec || !codec.empty();
     k.rankBuffers.push_back(std::move(buffers));
+    k.rankCodec.push_back(std::move(codec));
   }
+  if (!anyCodec) k.rankCodec.clear();
 }
 
 }  // namespace bigbatch::train_detail

@@ -18,10 +18,12 @@ void restoreModel(torch::nn::Module& model, const NamedTensors& params,
                   const NamedTensors& buffers, const std::string& origin);
 // Detached copies, in order.
 NamedTensors namedTensors(const torch::OrderedDict<std::string, torch::Tensor>& dict);
-// This rank's part of a checkpoint — its BatchNorm buffers and CPU RNG
-// state — as bytes to gather on rank 0; rank 0 appends every rank's part
-// (index = rank) to the checkpoint's rankBuffers and rankRng.
-std::string packRankState(torch::nn::Module& model);
+// This rank's part of a checkpoint — its BatchNorm buffers, CPU RNG state
+// and gradient codec state (PowerSGD's error memory) — as bytes to gather
+// on rank 0; rank 0 appends every rank's part (index = rank) to the
+// checkpoint's rankBuffers, rankRng and rankCodec (left empty when no rank
+// has codec state).
+std::string packRankState(torch::nn::Module& model, const NamedTensors& codecState);
 void unpackRankStates(const std::vector<std::string>& parts, Checkpoint& k);
 // Copies of the model's floating-point buffers (BatchNorm running
 // statistics), in order, and their restore into the same model.

@@ -90,6 +90,7 @@ struct RunRecipe {
   LossScalerOptions scalerSettings;             // lossScaler when it is on
   DdpOptions ddp;                               // without callbacks and watchdog
   std::string exchangeDtype;                    // ddp.exchange_dtype, as written
+  std::string compressionName = "none";         // ddp.compression, as written
   std::string gpuExchange;                      // ddp.gpu_exchange, as written
   double timeoutS = 60;                         // comm.timeout_s
   StepSettings step;  // accumulation, BN groups, label smoothing, faults, ...

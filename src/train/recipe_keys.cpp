@@ -341,6 +341,32 @@ std::vector<RecipeKey> ddpKeys() {
         "allreduce",
         {}, {}, {"none", "optimizer"}),
        with<std::string>([](RunRecipe& r, const std::string& v) { r.ddp.partition = v == "optimizer"; })},
+      {F("ddp.compression", T::kString, std::string("none"),
+        "gradient compression: powersgd sends each large gradient matrix as two rank-r factors "
+        "(Vogels et al. 2019; error feedback and warm-started Q), vectors and small matrices "
+        "uncompressed; host exchange only, fp32 factors, not with ddp.partition = optimizer or "
+        "optim.kfac; none: every value sent",
+        {}, {}, {"none", "powersgd"}),
+       with<std::string>([](RunRecipe& r, const std::string& v) {
+          r.ddp.compression =
+              v == "powersgd" ? GradientCompression::kPowerSgd : GradientCompression::kNone;
+          r.compressionName = v;
+        })},
+      {F("ddp.powersgd_rank", T::kInt, int64_t{4},
+        "rank r of PowerSGD's factors: a matrix is compressed when (n + m) r is at most half of "
+        "n m; refused when it compresses no layer",
+        1.0, 1024.0),
+       with<int64_t>([](RunRecipe& r, int64_t v) { r.ddp.powerSgd.rank = static_cast<int>(v); })},
+      {F("ddp.powersgd_start_step", T::kInt, int64_t{0},
+        "synced steps exchanged uncompressed before PowerSGD starts (e.g. the warmup's steps)",
+        0.0, 1e12),
+       with<int64_t>([](RunRecipe& r, int64_t v) { r.ddp.powerSgd.startStep = v; })},
+      {F("ddp.powersgd_error_feedback", T::kBool, true,
+        "add what compression left out of a rank's gradient to its next one (off: ablation)"),
+       with<bool>([](RunRecipe& r, bool v) { r.ddp.powerSgd.errorFeedback = v; })},
+      {F("ddp.powersgd_warm_start", T::kBool, true,
+        "start each step's power iteration from the last step's Q (off: a fresh random Q)"),
+       with<bool>([](RunRecipe& r, bool v) { r.ddp.powerSgd.warmStart = v; })},
       {F("ddp.gpu_exchange", T::kString, std::string("auto"),
         "run.device = cuda on 2+ ranks: nccl (buckets summed by NCCL on the GPUs; every rank "
         "needs a GPU of its own), host (through pinned host memory and the host collectives), "

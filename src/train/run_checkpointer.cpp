@@ -24,7 +24,7 @@ RunCheckpointer::RunCheckpointer(torch::nn::Module& model, DistributedDataParall
 
 void RunCheckpointer::save(const RunState& state) {
   ddp_.waitWeights();  // partitioned: the last step's all-gather
-  const auto parts = job_.gatherToRoot(packRankState(model_));
+  const auto parts = job_.gatherToRoot(packRankState(model_, ddp_.codecState()));
   const auto sums = job_.allreduceSum(
       {state.epochTally.lossSum, state.epochTally.correct, state.epochTally.seen});
   // Collective when partitioned: every rank's slices, made whole.

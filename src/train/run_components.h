@@ -46,7 +46,6 @@ struct RunExchange {
   std::unique_ptr<NcclLink> nccl;  // ddp.gpu_exchange = nccl
   std::unique_ptr<JobCollectives> job;
   std::unique_ptr<DistributedDataParallel> ddp;
-  int64_t bytesPerStep = 0;  // gradient bytes each rank hands to the exchange per step
 };
 
 // The optimizer and what sets its inputs each step.

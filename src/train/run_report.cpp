@@ -91,6 +91,8 @@ nlohmann::ordered_json summaryJson(const TrainResult& result, const RunFacts& fa
   summary["loss_scaling"] = facts.lossScaling;
   summary["final_loss_scale"] = facts.finalLossScale;
   summary["exchange_bytes_per_step"] = facts.exchangeBytesPerStep;
+  summary["compression"] = facts.compression;
+  summary["compression_ratio"] = facts.compressionRatio;
   summary["partition"] = facts.partition;
   summary["fusion_bytes"] = facts.fusionBytes;
   summary["optimizer_state_bytes"] = facts.optimizerStateBytes;

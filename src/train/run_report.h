@@ -61,7 +61,9 @@ struct RunFacts {
   std::string exchangeDtype;  // type on the wire
   bool lossScaling = false;
   double finalLossScale = 1.0;
-  int64_t exchangeBytesPerStep = 0;
+  int64_t exchangeBytesPerStep = 0;  // once compression has started
+  std::string compression = "none";  // ddp.compression
+  double compressionRatio = 1.0;     // fp32 bytes of the gradient / exchangeBytesPerStep
   std::string partition = "none";   // ddp.partition in effect (none on one rank)
   int64_t fusionBytes = 0;          // the bucket cap at the end (autotuning's choice under auto)
   int64_t optimizerStateBytes = 0;  // rank 0's optimizer state (1/N of it when partitioned)

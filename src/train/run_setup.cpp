@@ -128,20 +128,40 @@ RunExchange connectExchange(ImageClassifierImpl& model, const RunRecipe& recipe,
   Communicator& comm = *start.comm;
   x.stallGuard = std::make_unique<StallGuard>(comm, recipe.timeoutS,
                                               [&recorder] { recorder.runStop("aborted"); });
-  x.nccl = connectGpuExchange(comm, start.device, recipe.gpuExchange, recipe.timeoutS,
-                              ddpOptions.partition);
+  // The partition and compression both run on the host exchange ("auto"
+  // takes it; "nccl" with compression was refused with the config).
+  const bool hostOnly =
+      ddpOptions.partition || ddpOptions.compression != GradientCompression::kNone;
+  x.nccl = connectGpuExchange(comm, start.device, recipe.gpuExchange, recipe.timeoutS, hostOnly);
   if (x.nccl) {
     ddpOptions.nccl = x.nccl->comm.get();
     ddpOptions.ncclStream = x.nccl->stream;
   }
   x.job = std::make_unique<JobCollectives>(comm, x.stallGuard->watchdog());
   x.ddp = std::make_unique<DistributedDataParallel>(model, *x.job, ddpOptions);
-  if (start.worldSize > 1) {
-    for (const auto& b : x.ddp->buckets()) {
-      x.bytesPerStep += b.numel * static_cast<int64_t>(elementSize(ddpOptions.exchangeType));
-    }
-  }
   return x;
+}
+
+// The gradient codec's state (PowerSGD's step count, Q matrices and each
+// rank's error memory): as saved on the same world size; on another, the
+// error memory belongs to ranks that no longer match, so only rank 0's
+// shared part is kept and the error memory starts from zero.
+void restoreCodec(DistributedDataParallel& ddp, const Checkpoint& k, const RunStart& start) {
+  if (k.rankCodec.empty()) return;
+  if (k.worldSize == start.worldSize) {
+    ddp.loadCodecState(k.rankCodec[static_cast<size_t>(start.rank)]);
+    return;
+  }
+  NamedTensors shared;
+  for (const auto& [name, value] : k.rankCodec[0]) {
+    if (name.find("/error/") == std::string::npos) shared.emplace_back(name, value);
+  }
+  ddp.loadCodecState(shared);
+  if (start.rank == 0) {
+    log().warn("resuming {} rank(s) from a checkpoint of {}: PowerSGD's error memory is per rank "
+               "and starts again from zero (its Q matrices and step count are kept)",
+               start.worldSize, k.worldSize);
+  }
 }
 
 // On a resume: the weights and rank 0's buffers on every rank first, so
@@ -165,6 +185,7 @@ RunState restoreOrVerify(ImageClassifierImpl& model, DistributedDataParallel& dd
   generator.set_state(k.rankRng[mine]);
   // The algorithms the interrupted run's tuning chose, on the same ranks.
   if (k.worldSize == start.worldSize) ddp.restoreAllreduceTuning(k.counters);
+  restoreCodec(ddp, k, start);
   return RunState::fromCheckpoint(k, start.rank == 0);
 }
 
@@ -242,6 +263,21 @@ int64_t decaySteps(const RunRecipe& recipe, int64_t trainSamples, const BatchSch
   return static_cast<int64_t>(std::llround(total - warmup));
 }
 
+// "fp32", or under compression its factors and what they save.
+std::string wireDescription(const RunComponents& run) {
+  const RunRecipe& recipe = run.recipe;
+  if (recipe.ddp.compression == GradientCompression::kNone) return recipe.exchangeDtype;
+  const DistributedDataParallel& ddp = *run.exchange.ddp;
+  const int64_t wire = ddp.wireBytesPerStep();
+  return fmt::format("PowerSGD rank-{} factors{} ({})", recipe.ddp.powerSgd.rank,
+                     recipe.ddp.powerSgd.startStep > 0
+                         ? fmt::format(" from step {}", recipe.ddp.powerSgd.startStep + 1)
+                         : std::string(),
+                     wire > 0 ? fmt::format("{:.1f}x fewer bytes than fp32",
+                                            static_cast<double>(ddp.fp32BytesPerStep()) / wire)
+                              : std::string("nothing exchanged on one rank"));
+}
+
 void printBanner(const RunComponents& run) {
   const RunRecipe& recipe = run.recipe;
   const RunDevice& device = run.start.device;
@@ -258,7 +294,7 @@ void printBanner(const RunComponents& run) {
       std::max<int64_t>(1, recipe.batchPerRank / recipe.step.groups), run.threads.perRank,
       ddp.buckets().size(),
       recipe.optimizer.name + (run.optimization.optimizer->kfac() ? " on K-FAC directions" : ""),
-      recipe.peakLr, precisionName(recipe.precision), recipe.exchangeDtype,
+      recipe.peakLr, precisionName(recipe.precision), wireDescription(run),
       scaler ? fmt::format(", dynamic loss scale from {:g}", scaler->scale()) : "",
       device.description,
       run.exchange.nccl

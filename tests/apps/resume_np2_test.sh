@@ -3,14 +3,16 @@
 # the middle of epoch 2, resumed with --resume auto, ends with the same
 # weights (rank 0's model.pt, BatchNorm statistics included) and the same
 # per-epoch metrics as an uninterrupted run; its checkpoint also resumes on
-# one worker, keeping the global batch.
-#   resume_np2_test.sh BIGBATCH_BINARY CONFIG
+# one worker, keeping the global batch. Further arguments go to every run
+# (resume_np2_powersgd: with PowerSGD, whose error memory and Q matrices
+# the checkpoints carry).
+#   resume_np2_test.sh BIGBATCH_BINARY CONFIG [--set KEY=VALUE ...]
 set -u
-bin=$1; config=$2
+bin=$1; config=$2; shift 2
 dir=$(mktemp -d)
 common=(--set data.train_samples=4096 --set data.eval_samples=1000
         --set train.epochs=2 --set train.stop_at_target=false --set train.batch_size=128
-        --set ckpt.every_steps=5)
+        --set ckpt.every_steps=5 "$@")
 two=(--workers 2 -q)
 # 4096 / 256 = 16 steps per epoch; the fault at step 23 leaves the mid-epoch
 # checkpoint of step 20 as the newest.
@@ -28,6 +30,10 @@ cp -r "$dir/resumed/checkpoints" "$dir/one/"
   --resume "$dir/one/checkpoints" >"$dir/log-one" 2>&1 || { echo "FAIL: resume on 1 worker"; cat "$dir/log-one"; exit 1; }
 grep -q "written by 2 rank(s): global batch 256 kept with 2 accumulation step(s)" "$dir/log-one" || {
   echo "FAIL: the world-size change is not reported"; cat "$dir/log-one"; exit 1; }
+if [[ " $* " == *"ddp.compression=powersgd"* ]]; then
+  grep -q "PowerSGD's error memory is per rank and starts again from zero" "$dir/log-one" || {
+    echo "FAIL: the error memory's reset is not reported"; cat "$dir/log-one"; exit 1; }
+fi
 "$bin" train "$config" "${common[@]}" "${two[@]}" --run-dir "$dir/resumed" --resume auto >"$dir/log2" 2>&1 || {
   echo "FAIL: the resumed run failed"; cat "$dir/log2"; exit 1; }
 cmp "$dir/reference/model.pt" "$dir/resumed/model.pt" || { echo "FAIL: final weights differ"; exit 1; }

@@ -128,6 +128,35 @@ TEST(Config, CrossKeyValidation) {
   expectInvalid([&] { validateTrainingConfig(d); }, {"warmup_epochs"});
 }
 
+// ddp.compression is refused, naming both keys and the fix, with what it
+// cannot work beside: K-FAC, the partitioned optimizer, a 16-bit wire,
+// the NCCL exchange; an unknown codec and a rank of 0 by the schema.
+TEST(Config, CompressionRefusesWhatItCannotWorkWith) {
+  const std::vector<std::pair<std::string, std::vector<std::string>>> cases = {
+      {"optim.kfac=true", {"ddp.compression = powersgd with optim.kfac"}},
+      {"ddp.partition=\"optimizer\"", {"ddp.partition = optimizer", "ddp.partition = none"}},
+      {"ddp.exchange_dtype=\"fp16\"", {"ddp.exchange_dtype = fp32 (got fp16)"}},
+      {"ddp.gpu_exchange=\"nccl\"", {"ddp.gpu_exchange = \"host\""}},
+  };
+  for (const auto& [set, wanted] : cases) {
+    Config c = defaultTrainingConfig();
+    c.set("ddp.compression=\"powersgd\"");
+    EXPECT_NO_THROW(validateTrainingConfig(c));
+    c.set(set);
+    try {
+      validateTrainingConfig(c);
+      ADD_FAILURE() << set << " was accepted with ddp.compression = powersgd";
+    } catch (const InvalidArgument& e) {
+      for (const auto& w : wanted) {
+        EXPECT_NE(std::string(e.what()).find(w), std::string::npos) << e.what() << " lacks " << w;
+      }
+    }
+  }
+  Config c = defaultTrainingConfig();
+  expectInvalid([&] { c.set("ddp.compression=\"topk\""); }, {"ddp.compression", "none, powersgd"});
+  expectInvalid([&] { c.set("ddp.powersgd_rank=0"); }, {"ddp.powersgd_rank", "[1, 1024]"});
+}
+
 TEST(Config, ResolvedTomlRoundTrips) {
   Config c = defaultTrainingConfig();
   c.set("optim.lr=0.3");

@@ -10,7 +10,8 @@
 //   format "bigbatch-checkpoint", version, config (TOML), world_size,
 //   global_batch, epoch, step_in_epoch, global_step, parameters {name: T},
 //   rank_buffers [{name: T} per rank], rank_rng [uint8 T per rank],
-//   optimizer {name: T}, counters {name: float}.
+//   optimizer {name: T}, counters {name: float}; and with gradient
+//   compression, rank_codec [{name: T} per rank] (absent without it).
 //
 // Writes are atomic (temporary file, fsync, rename) and CheckpointDir
 // updates its `latest` file only after the checkpoint is complete, so a
@@ -42,6 +43,7 @@ struct Checkpoint {
   NamedTensors parameters;                // identical on every rank
   std::vector<NamedTensors> rankBuffers;  // per rank (BatchNorm statistics stay per rank)
   std::vector<torch::Tensor> rankRng;     // per rank: CPU generator state
+  std::vector<NamedTensors> rankCodec;    // per rank: the gradient codec's state; empty: none
   NamedTensors optimizer;
   std::map<std::string, double> counters;
 };

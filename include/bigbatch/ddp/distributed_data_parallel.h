@@ -78,6 +78,29 @@ class PartitionedExchange;
 class WireSum;
 }  // namespace ddp_detail
 
+// PowerSGD gradient compression (Vogels, Karimireddy & Jaggi, NeurIPS 2019;
+// src/ddp/powersgd_codec.h): each large enough gradient matrix M (a conv's
+// out x in*kh*kw) travels as two rank-r factors — P = M Q summed, then
+// orthogonalised, Q = M^T P summed — and is rebuilt as P Q^T; vectors and
+// small matrices go uncompressed in one batched sum.
+struct PowerSgdOptions {
+  int rank = 4;
+  // Synced steps exchanged uncompressed before compression starts (e.g.
+  // the warmup's: early gradients change fast).
+  int64_t startStep = 0;
+  // What compression leaves out of a rank's gradient is added to its next
+  // one (error feedback); off for the ablation.
+  bool errorFeedback = true;
+  // Q starts each step from the last step's (warm start; one power
+  // iteration a step suffices); off: fresh random Q every step.
+  bool warmStart = true;
+  // A matrix is compressed only when its two factors are at most
+  // 1/minCompressionRate of it: (n + m) r * rate <= n m.
+  double minCompressionRate = 2;
+};
+
+enum class GradientCompression { kNone, kPowerSgd };
+
 struct DdpOptions {
   // Gradient bytes per bucket; 0: "auto" — fusion autotuning (below).
   size_t fusionBytes = size_t{1} << 20;
@@ -95,6 +118,12 @@ struct DdpOptions {
   // sum cannot overflow, added in 16 bits by the collective, multiplied back
   // into the fp32 bucket).
   DataType exchangeType = DataType::kFloat32;
+  // Gradient compression (ddp.compression): none, or PowerSGD with
+  // `powerSgd`. Host collectives only (not with `nccl`), fp32 factors on the
+  // wire, not with `partition` (the factors are whole-matrix, a rank's
+  // reduce-scatter slice is not).
+  GradientCompression compression = GradientCompression::kNone;
+  PowerSgdOptions powerSgd;
   // Called after each bucket's exchange (for timelines), on the thread that
   // ran it; `onComputeThread` is true for the bucket reduced inline.
   std::function<void(size_t bucket, size_t bytes, std::chrono::steady_clock::time_point start,
@@ -177,6 +206,22 @@ class DistributedDataParallel {
   // After the synced backward: exchanges buckets not yet handed over, waits
   // for all, returns the seconds waited (the exposed communication).
   double finishBackward();
+
+  // Bytes each rank hands to the collectives per synced step: the buckets
+  // in the wire type, or under compression its factors and uncompressed
+  // tensors (once compression has started; 0 on one rank).
+  int64_t wireBytesPerStep() const;
+  // The same gradient's bytes in fp32: wireBytesPerStep()'s compression
+  // ratio is this over that.
+  int64_t fp32BytesPerStep() const;
+
+  // This rank's state of the codec — under PowerSGD its error memory (its
+  // own), the warm-started Q matrices and its step count (the same on every
+  // rank) — for a checkpoint, and its restore on a resume with the same
+  // world size. Empty without compression.
+  using NamedState = std::vector<std::pair<std::string, torch::Tensor>>;
+  NamedState codecState() const;
+  void loadCodecState(const NamedState& state);
 
   // The exchange's online tuning — the allreduce's on this communicator
   // (AutoAllreduce::tuningState; comm.allreduce = auto with tuning) and the

@@ -1,0 +1,235 @@
+#include "powersgd_codec.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#include "bigbatch/common/error.h"
+#include "bigbatch/common/logging.h"
+
+namespace bigbatch::ddp_detail {
+namespace {
+
+constexpr uint64_t kQSeed = 0x9e3779b97f4a7c15ull;
+
+// Orthonormalises the columns of the rows x rank matrix at `p` (row-major),
+// in place, by modified Gram-Schmidt carried out in double (`work` holds
+// the copy), so a poorly conditioned P loses no orthogonality before it is
+// rounded back to float once. A column with nothing left once the earlier
+// ones are taken out (a zero gradient, or a matrix of lower rank than the
+// factors: under 1e-9 of its own norm) becomes zero rather than amplified
+// rounding noise. Plain loops, so every rank gets the same bits.
+void orthogonalise(float* p, int64_t rows, int rank, std::vector<double>& work) {
+  work.assign(p, p + rows * rank);
+  auto at = [&](int64_t i, int c) -> double& { return work[static_cast<size_t>(i * rank + c)]; };
+  for (int c = 0; c < rank; ++c) {
+    double original = 0;
+    for (int64_t i = 0; i < rows; ++i)
+      original += static_cast<double>(p[i * rank + c]) * p[i * rank + c];
+    double norm = 0;
+    for (int64_t i = 0; i < rows; ++i) norm += at(i, c) * at(i, c);
+    const double scale = norm > 1e-18 * original && norm > 0 ? 1.0 / std::sqrt(norm) : 0.0;
+    for (int64_t i = 0; i < rows; ++i) at(i, c) *= scale;
+    for (int d = c + 1; d < rank; ++d) {
+      double dot = 0;
+      for (int64_t i = 0; i < rows; ++i) dot += at(i, c) * at(i, d);
+      for (int64_t i = 0; i < rows; ++i) at(i, d) -= dot * at(i, c);
+    }
+  }
+  for (int64_t i = 0; i < rows * rank; ++i) p[i] = static_cast<float>(work[static_cast<size_t>(i)]);
+}
+
+torch::Tensor matrixAt(float* data, int64_t offset, int64_t rows, int64_t cols) {
+  return torch::from_blob(data + offset, {rows, cols}, torch::kFloat);
+}
+
+}  // namespace
+
+PowerSgdCodec::PowerSgdCodec(const PowerSgdOptions& options,
+                             const std::vector<torch::Tensor>& params,
+                             const std::vector<std::string>& names, int worldSize)
+    : options_(options), worldSize_(worldSize), names_(names), matrices_(params.size()) {
+  BIGBATCH_REQUIRE(options_.rank >= 1, InvalidArgument,
+                   "ddp.powersgd_rank = {}: the factors need rank 1 or more", options_.rank);
+  int64_t largestUseful = 0, compressed = 0;
+  for (size_t i = 0; i < params.size(); ++i) {
+    const torch::Tensor& p = params[i];
+    if (p.dim() < 2) continue;
+    Matrix& m = matrices_[i];
+    m.rows = p.size(0);
+    m.cols = p.numel() / m.rows;
+    const auto pays = [&](int64_t r) {
+      return static_cast<double>((m.rows + m.cols) * r) * options_.minCompressionRate <=
+             static_cast<double>(m.rows * m.cols);
+    };
+    const int64_t r = std::min<int64_t>({options_.rank, m.rows, m.cols});
+    int64_t useful = std::min(m.rows, m.cols);
+    while (useful > 0 && !pays(useful)) --useful;
+    largestUseful = std::max(largestUseful, useful);
+    if (!pays(r)) continue;
+    m.rank = static_cast<int>(r);
+    m.q = freshQ(i);
+    ++compressed;
+  }
+  BIGBATCH_REQUIRE(compressed > 0, InvalidArgument,
+                   "ddp.powersgd_rank = {} compresses none of the model's {} gradient tensors "
+                   "(the factors would not be half the size of any matrix); the largest rank "
+                   "that compresses one is {}",
+                   options_.rank, params.size(), largestUseful);
+}
+
+torch::Tensor PowerSgdCodec::freshQ(size_t param) const {
+  const Matrix& m = matrices_[param];
+  const uint64_t step = options_.warmStart ? 0 : static_cast<uint64_t>(steps_);
+  // splitmix64 of (parameter, step); libtorch's CPU generator keeps only
+  // the low 32 bits of its seed.
+  uint64_t z = kQSeed + param * 0xbf58476d1ce4e5b9ull + step * 0x94d049bb133111ebull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  at::Generator generator = at::detail::createCPUGenerator(z & 0xffffffffull);
+  return torch::randn({m.cols, m.rank}, generator, torch::kFloat);
+}
+
+void PowerSgdCodec::sumUncompressed(const Bucket& bucket, float* data, WireSum& wire) {
+  size_t count = 0;
+  for (const BucketEntry& e : bucket.entries) {
+    if (matrices_[e.param].rank == 0) count += static_cast<size_t>(e.numel);
+  }
+  if (count == 0) return;
+  flat_.resize(count);
+  size_t at = 0;
+  for (const BucketEntry& e : bucket.entries) {
+    if (matrices_[e.param].rank != 0) continue;
+    std::memcpy(flat_.data() + at, data + e.offset, static_cast<size_t>(e.numel) * sizeof(float));
+    at += static_cast<size_t>(e.numel);
+  }
+  wire.sum(flat_.data(), count, DataType::kFloat32);
+  at = 0;
+  for (const BucketEntry& e : bucket.entries) {
+    if (matrices_[e.param].rank != 0) continue;
+    std::memcpy(data + e.offset, flat_.data() + at, static_cast<size_t>(e.numel) * sizeof(float));
+    at += static_cast<size_t>(e.numel);
+  }
+}
+
+void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, WireSum& wire) {
+  if (index == 0) ++steps_;  // buckets go in order: bucket 0 opens a step
+  if (steps_ <= options_.startStep) {
+    wire.sum(data, static_cast<size_t>(bucket.numel), DataType::kFloat32);
+    return;
+  }
+  sumUncompressed(bucket, data, wire);
+  int64_t pElements = 0, qElements = 0;
+  for (const BucketEntry& e : bucket.entries) {
+    const Matrix& m = matrices_[e.param];
+    pElements += m.rows * m.rank;
+    qElements += m.cols * m.rank;
+  }
+  if (pElements == 0) return;
+  torch::NoGradGuard noGrad;
+  if (p_.numel() < pElements) p_ = torch::empty({pElements}, torch::kFloat);
+  if (qSum_.numel() < qElements) qSum_ = torch::empty({qElements}, torch::kFloat);
+
+  // P = M Q for every compressed matrix (M with its error added), summed.
+  int64_t pAt = 0;
+  for (const BucketEntry& e : bucket.entries) {
+    Matrix& m = matrices_[e.param];
+    if (m.rank == 0) continue;
+    torch::Tensor M = matrixAt(data, e.offset, m.rows, m.cols);
+    if (options_.errorFeedback && m.error.defined()) M.add_(m.error);
+    if (!options_.warmStart) m.q = freshQ(e.param);
+    torch::Tensor P = p_.narrow(0, pAt, m.rows * m.rank).view({m.rows, m.rank});
+    torch::mm_out(P, M, m.q);
+    pAt += m.rows * m.rank;
+  }
+  wire.sum(p_.data_ptr<float>(), static_cast<size_t>(pElements), DataType::kFloat32);
+
+  // Q = M^T P with P orthonormal, summed.
+  pAt = 0;
+  int64_t qAt = 0;
+  for (const BucketEntry& e : bucket.entries) {
+    const Matrix& m = matrices_[e.param];
+    if (m.rank == 0) continue;
+    float* p = p_.data_ptr<float>() + pAt;
+    orthogonalise(p, m.rows, m.rank, work_);
+    torch::Tensor P = p_.narrow(0, pAt, m.rows * m.rank).view({m.rows, m.rank});
+    torch::Tensor Q = qSum_.narrow(0, qAt, m.cols * m.rank).view({m.cols, m.rank});
+    torch::mm_out(Q, matrixAt(data, e.offset, m.rows, m.cols).t(), P);
+    pAt += m.rows * m.rank;
+    qAt += m.cols * m.rank;
+  }
+  wire.sum(qSum_.data_ptr<float>(), static_cast<size_t>(qElements), DataType::kFloat32);
+
+  // M ~ P Q^T into the bucket; this rank's share of what it left out kept.
+  pAt = 0;
+  qAt = 0;
+  const float share = 1.0f / static_cast<float>(worldSize_);
+  for (const BucketEntry& e : bucket.entries) {
+    Matrix& m = matrices_[e.param];
+    if (m.rank == 0) continue;
+    torch::Tensor M = matrixAt(data, e.offset, m.rows, m.cols);
+    torch::Tensor P = p_.narrow(0, pAt, m.rows * m.rank).view({m.rows, m.rank});
+    torch::Tensor Q = qSum_.narrow(0, qAt, m.cols * m.rank).view({m.cols, m.rank});
+    if (options_.errorFeedback) {
+      if (!m.error.defined()) m.error = torch::empty({m.rows, m.cols}, torch::kFloat);
+      m.error.copy_(M);
+    }
+    torch::mm_out(M, P, Q.t());
+    if (options_.errorFeedback) m.error.sub_(M, share);
+    if (options_.warmStart) m.q.copy_(Q);
+    pAt += m.rows * m.rank;
+    qAt += m.cols * m.rank;
+  }
+}
+
+int64_t PowerSgdCodec::wireBytes(const std::vector<Bucket>& layout) const {
+  int64_t elements = 0;
+  for (const Bucket& b : layout) {
+    for (const BucketEntry& e : b.entries) {
+      const Matrix& m = matrices_[e.param];
+      elements += m.rank == 0 ? e.numel : (m.rows + m.cols) * m.rank;
+    }
+  }
+  return elements * static_cast<int64_t>(sizeof(float));
+}
+
+GradientCodec::NamedState PowerSgdCodec::state() const {
+  NamedState out;
+  out.emplace_back("powersgd/steps", torch::tensor({steps_}, torch::kLong));
+  for (size_t i = 0; i < matrices_.size(); ++i) {
+    const Matrix& m = matrices_[i];
+    if (m.rank == 0) continue;
+    out.emplace_back("powersgd/q/" + names_[i], m.q.clone());
+    if (m.error.defined()) out.emplace_back("powersgd/error/" + names_[i], m.error.clone());
+  }
+  return out;
+}
+
+void PowerSgdCodec::loadState(const NamedState& state) {
+  for (const auto& [key, value] : state) {
+    if (key == "powersgd/steps") {
+      steps_ = value.item<int64_t>();
+      continue;
+    }
+    const bool isQ = key.rfind("powersgd/q/", 0) == 0;
+    const bool isError = key.rfind("powersgd/error/", 0) == 0;
+    const std::string name = key.substr(isQ ? 11 : isError ? 15 : 0);
+    const auto it = std::find(names_.begin(), names_.end(), name);
+    BIGBATCH_REQUIRE((isQ || isError) && it != names_.end(), InvalidArgument,
+                     "the checkpoint's PowerSGD state '{}' names no compressed parameter of this "
+                     "model",
+                     key);
+    Matrix& m = matrices_[static_cast<size_t>(it - names_.begin())];
+    torch::Tensor& into = isQ ? m.q : m.error;
+    const std::vector<int64_t> want =
+        isQ ? std::vector<int64_t>{m.cols, m.rank} : std::vector<int64_t>{m.rows, m.cols};
+    BIGBATCH_REQUIRE(m.rank != 0 && value.sizes().vec() == want, InvalidArgument,
+                     "the checkpoint's PowerSGD state '{}' has shape {}, this run's {} (was "
+                     "ddp.powersgd_rank changed? resume with the checkpoint's rank)",
+                     key, c10::str(value.sizes()), c10::str(c10::IntArrayRef(want)));
+    into = value.to(torch::kFloat).contiguous().clone();
+  }
+}
+
+}  // namespace bigbatch::ddp_detail

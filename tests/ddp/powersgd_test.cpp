@@ -1,0 +1,302 @@
+// PowerSGD (src/ddp/powersgd_codec.h): the codec alone on one rank against
+// the algorithm written out with torch ops, and through the DDP engine on
+// 2 and 3 in-process ranks — full rank reconstructs the sum, vectors and
+// small matrices pass bit-exactly, every rank ends with the same
+// gradients, the start step, and the refusals.
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "bigbatch/comm/in_process_communicator.h"
+#include "bigbatch/common/error.h"
+#include "bigbatch/ddp/distributed_data_parallel.h"
+#include "powersgd_codec.h"
+
+namespace bigbatch {
+namespace {
+
+using ddp_detail::PowerSgdCodec;
+using ddp_detail::WireSum;
+
+// One rank: the sum is the value itself.
+class OneRankWire : public WireSum {
+ public:
+  void sum(void*, size_t, DataType) override { ++calls; }
+  std::pair<size_t, size_t> kept(size_t count) const override { return {0, count}; }
+  const char* operation() const override { return "test"; }
+  int calls = 0;
+};
+
+// M projected on the column span of M Q: what one power iteration keeps.
+torch::Tensor projected(const torch::Tensor& M, const torch::Tensor& Q) {
+  const auto qr = torch::linalg_qr(torch::mm(M, Q.to(torch::kDouble)));
+  const torch::Tensor P = std::get<0>(qr);
+  return torch::mm(P, torch::mm(P.t(), M));
+}
+
+torch::Tensor stateOf(const PowerSgdCodec& codec, const std::string& key) {
+  for (const auto& [name, value] : codec.state()) {
+    if (name == key) return value;
+  }
+  return {};
+}
+
+// A hand-checked two-step example: each step's output is its input (with
+// the last step's error added) projected on the span of that input times
+// Q; the error kept is what the output left out, exactly; and over the two
+// steps output + error adds up to the two gradients.
+TEST(PowerSgd, ErrorFeedbackCarriesWhatCompressionLeftOut) {
+  const torch::Tensor weight = torch::zeros({6, 5});
+  PowerSgdOptions o;
+  o.rank = 1;
+  PowerSgdCodec codec(o, {weight}, {"w"}, 1);
+  ASSERT_EQ(codec.rankOf(0), 1);
+  Bucket bucket;
+  bucket.entries = {{0, 0, 30}};
+  bucket.numel = 30;
+  torch::manual_seed(3);
+  const torch::Tensor g1 = torch::randn({6, 5}), g2 = torch::randn({6, 5});
+  OneRankWire wire;
+
+  const torch::Tensor q0 = stateOf(codec, "powersgd/q/w").clone();
+  torch::Tensor out1 = g1.clone();
+  codec.exchange(0, bucket, out1.data_ptr<float>(), wire);
+  EXPECT_EQ(wire.calls, 2);  // P, then Q: no uncompressed tensor to sum
+  EXPECT_TRUE(
+      torch::allclose(out1.to(torch::kDouble), projected(g1.to(torch::kDouble), q0), 1e-5, 1e-5));
+  const torch::Tensor e1 = stateOf(codec, "powersgd/error/w");
+  EXPECT_TRUE(torch::equal(e1, g1 - out1));       // carried exactly
+  EXPECT_GT(e1.abs().max().item<float>(), 1e-3);  // rank 1 of a 6x5 matrix leaves something out
+
+  const torch::Tensor q1 = stateOf(codec, "powersgd/q/w").clone();  // warm start
+  torch::Tensor out2 = g2.clone();
+  codec.exchange(0, bucket, out2.data_ptr<float>(), wire);
+  const torch::Tensor in2 = (g2 + e1).to(torch::kDouble);
+  EXPECT_TRUE(torch::allclose(out2.to(torch::kDouble), projected(in2, q1), 1e-5, 1e-5));
+  const torch::Tensor e2 = stateOf(codec, "powersgd/error/w");
+  EXPECT_TRUE(torch::allclose(out1 + out2 + e2, g1 + g2, 1e-5, 1e-5));
+  EXPECT_EQ(codec.steps(), 2);
+}
+
+// Without error feedback nothing is kept; without warm start Q is drawn
+// afresh each step (the same on every rank: from a seed of the step).
+TEST(PowerSgd, AblationsKeepNoErrorAndDrawQAfresh) {
+  const torch::Tensor weight = torch::zeros({8, 8});
+  PowerSgdOptions o;
+  o.rank = 2;
+  o.errorFeedback = false;
+  o.warmStart = false;
+  PowerSgdCodec a(o, {weight}, {"w"}, 1), b(o, {weight}, {"w"}, 1);
+  Bucket bucket;
+  bucket.entries = {{0, 0, 64}};
+  bucket.numel = 64;
+  OneRankWire wire;
+  torch::manual_seed(5);
+  const torch::Tensor g = torch::randn({8, 8});
+  torch::Tensor x = g.clone(), y = g.clone();
+  a.exchange(0, bucket, x.data_ptr<float>(), wire);
+  b.exchange(0, bucket, y.data_ptr<float>(), wire);
+  EXPECT_TRUE(torch::equal(x, y));  // two "ranks", the same Q
+  EXPECT_FALSE(stateOf(a, "powersgd/error/w").defined());
+  torch::Tensor x2 = g.clone();
+  a.exchange(0, bucket, x2.data_ptr<float>(), wire);
+  EXPECT_FALSE(torch::equal(x, x2));  // step 2 drew another Q
+}
+
+// The state a checkpoint carries restores the codec to the same bits.
+TEST(PowerSgd, StateRestoresTheSameNextStep) {
+  const torch::Tensor weight = torch::zeros({8, 10});
+  PowerSgdOptions o;
+  o.rank = 2;
+  PowerSgdCodec a(o, {weight}, {"w"}, 1);
+  Bucket bucket;
+  bucket.entries = {{0, 0, 80}};
+  bucket.numel = 80;
+  OneRankWire wire;
+  torch::manual_seed(11);
+  const torch::Tensor g1 = torch::randn({8, 10}), g2 = torch::randn({8, 10});
+  torch::Tensor x = g1.clone();
+  a.exchange(0, bucket, x.data_ptr<float>(), wire);
+  PowerSgdCodec b(o, {weight}, {"w"}, 1);
+  b.loadState(a.state());
+  torch::Tensor ya = g2.clone(), yb = g2.clone();
+  a.exchange(0, bucket, ya.data_ptr<float>(), wire);
+  b.exchange(0, bucket, yb.data_ptr<float>(), wire);
+  EXPECT_TRUE(torch::equal(ya, yb));
+  EXPECT_EQ(b.steps(), 2);
+  // Another rank's state for this shape is refused by name.
+  PowerSgdOptions wider = o;
+  wider.rank = 1;
+  PowerSgdCodec c(wider, {weight}, {"w"}, 1);
+  EXPECT_THROW(c.loadState(a.state()), InvalidArgument);
+}
+
+TEST(PowerSgd, RefusesARankThatCompressesNothing) {
+  const torch::Tensor weight = torch::zeros({6, 5}), bias = torch::zeros({6});
+  PowerSgdOptions o;
+  o.rank = 0;
+  EXPECT_THROW(PowerSgdCodec(o, {weight, bias}, {"w", "b"}, 2), InvalidArgument);
+  o.rank = 2;  // (6 + 5) x 2 x 2 = 44 > 30: not half the size
+  try {
+    PowerSgdCodec(o, {weight, bias}, {"w", "b"}, 2);
+    FAIL() << "rank 2 compresses nothing here";
+  } catch (const InvalidArgument& e) {
+    EXPECT_NE(std::string(e.what()).find("ddp.powersgd_rank = 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("largest rank that compresses one is 1"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+struct Wide : torch::nn::Module {
+  Wide() {
+    big = register_module("big", torch::nn::Linear(40, 32));     // 32 x 40: compressed
+    small = register_module("small", torch::nn::Linear(32, 3));  // 3 x 32: not at rank 2
+  }
+  torch::Tensor forward(torch::Tensor x) { return small(torch::tanh(big(x))); }
+  torch::nn::Linear big{nullptr}, small{nullptr};
+};
+
+// 48 images per rank: big.weight's gradient has full rank.
+torch::Tensor inputOf(int rank, int step) {
+  return torch::arange(48 * 40, torch::kFloat32)
+      .reshape({48, 40})
+      .mul(0.37 + 0.11 * rank + 0.05 * step)
+      .sin();
+}
+
+// `steps` synced steps of Wide on `n` in-process ranks under `o`; per rank
+// and step, every parameter's gradient.
+std::vector<std::vector<std::vector<torch::Tensor>>> gradientsOf(int n, const DdpOptions& o,
+                                                                 int steps) {
+  std::vector<std::shared_ptr<Wide>> nets;
+  for (int r = 0; r < n; ++r) {
+    torch::manual_seed(17);
+    nets.push_back(std::make_shared<Wide>());
+  }
+  auto comms = makeInProcessGroup(n);
+  std::vector<std::vector<std::vector<torch::Tensor>>> out(n);
+  std::vector<std::exception_ptr> errors(n);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    comms[r]->setTimeoutMs(10000);
+    threads.emplace_back([&, r] {
+      try {
+        JobCollectives job(*comms[r]);
+        DistributedDataParallel ddp(*nets[r], job, o);
+        for (int s = 0; s < steps; ++s) {
+          ddp.zeroGrad();
+          ddp.beginBackward(true);
+          nets[r]->forward(inputOf(r, s)).pow(2).sum().backward();
+          ddp.finishBackward();
+          std::vector<torch::Tensor> grads;
+          for (const auto& p : nets[r]->parameters()) grads.push_back(p.grad().clone());
+          out[r].push_back(grads);
+        }
+      } catch (...) {
+        errors[r] = std::current_exception();
+        comms[r]->postError("rank failed");
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return out;
+}
+
+DdpOptions powerSgd(int rank) {
+  DdpOptions o;
+  o.compression = GradientCompression::kPowerSgd;
+  o.powerSgd.rank = rank;
+  o.fusionBytes = 1 << 20;
+  return o;
+}
+
+// Parameters registered big.weight, big.bias, small.weight, small.bias.
+// The uncompressed ones are summed in one buffer of their own: on 2 ranks
+// a + b is the same bits in any order, so they equal the fp32 exchange's
+// exactly; on 3 the collective adds that shorter buffer in other chunks
+// than the whole bucket, so they agree to float rounding.
+TEST(PowerSgd, SmallTensorsPassUncompressedAndEveryRankAgrees) {
+  for (int n : {2, 3}) {
+    const auto plain = gradientsOf(n, DdpOptions{}, 3);
+    const auto packed = gradientsOf(n, powerSgd(2), 3);
+    for (int s = 0; s < 3; ++s) {
+      for (size_t p : {1u, 2u, 3u}) {  // bias vectors and the 3 x 32 matrix
+        const torch::Tensor want = plain[0][s][p], got = packed[0][s][p];
+        if (n == 2) {
+          EXPECT_TRUE(torch::equal(got, want)) << n << " ranks, param " << p;
+        } else {
+          EXPECT_TRUE(torch::allclose(got, want, 1e-6, 1e-6 * want.abs().max().item<float>()))
+              << n << " ranks, param " << p;
+        }
+      }
+      EXPECT_FALSE(torch::equal(packed[0][s][0], plain[0][s][0]));  // big.weight compressed
+      for (int r = 1; r < n; ++r) {
+        for (size_t p = 0; p < 4; ++p) {
+          EXPECT_TRUE(torch::equal(packed[r][s][p], packed[0][s][p]))
+              << n << " ranks: rank " << r << " differs at step " << s << ", param " << p;
+        }
+      }
+    }
+  }
+}
+
+// At the full rank of a matrix, P spans its columns: the sum comes back to
+// float rounding (compression forced with minCompressionRate = 0).
+TEST(PowerSgd, FullRankReconstructsTheSum) {
+  DdpOptions o = powerSgd(32);
+  o.powerSgd.minCompressionRate = 0;
+  o.powerSgd.errorFeedback = false;
+  const auto plain = gradientsOf(2, DdpOptions{}, 2);
+  const auto packed = gradientsOf(2, o, 2);
+  for (int s = 0; s < 2; ++s) {
+    for (size_t p = 0; p < 4; ++p) {
+      const torch::Tensor want = plain[0][s][p], got = packed[0][s][p];
+      EXPECT_TRUE(torch::allclose(got, want, 1e-4, 1e-4 * want.abs().max().item<float>()))
+          << "step " << s << ", param " << p << ": max difference "
+          << (got - want).abs().max().item<float>();
+    }
+  }
+}
+
+// ddp.powersgd_start_step: the steps before it are exchanged exactly.
+TEST(PowerSgd, StepsBeforeTheStartAreUncompressed) {
+  DdpOptions o = powerSgd(2);
+  o.powerSgd.startStep = 2;
+  const auto plain = gradientsOf(2, DdpOptions{}, 3);
+  const auto packed = gradientsOf(2, o, 3);
+  for (int s = 0; s < 2; ++s) EXPECT_TRUE(torch::equal(packed[0][s][0], plain[0][s][0])) << s;
+  EXPECT_FALSE(torch::equal(packed[0][2][0], plain[0][2][0]));
+}
+
+TEST(PowerSgd, ReportsTheBytesOnTheWire) {
+  auto comms = makeInProcessGroup(2);
+  std::vector<std::thread> threads;
+  std::vector<int64_t> wire(2), fp32(2);
+  for (int r = 0; r < 2; ++r) {
+    threads.emplace_back([&, r] {
+      torch::manual_seed(17);
+      Wide net;
+      JobCollectives job(*comms[r]);
+      DistributedDataParallel ddp(net, job, powerSgd(2));
+      wire[r] = ddp.wireBytesPerStep();
+      fp32[r] = ddp.fp32BytesPerStep();
+    });
+  }
+  for (auto& t : threads) t.join();
+  // big.weight as (32 + 40) x 2 factors; the rest as it is.
+  EXPECT_EQ(wire[0], ((32 + 40) * 2 + 32 + 3 * 32 + 3) * 4);
+  EXPECT_EQ(fp32[0], (32 * 40 + 32 + 3 * 32 + 3) * 4);
+}
+
+TEST(PowerSgd, RefusedWithThePartitionedOptimizer) {
+  DdpOptions o = powerSgd(2);
+  o.partition = true;
+  EXPECT_THROW(gradientsOf(2, o, 1), InvalidArgument);
+}
+
+}  // namespace
+}  // namespace bigbatch
