@@ -5,8 +5,6 @@
 // gradients, the start step, and the refusals.
 #include <gtest/gtest.h>
 
-#include <thread>
-
 #include "bigbatch/comm/in_process_communicator.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/ddp/distributed_data_parallel.h"
@@ -174,35 +172,21 @@ std::vector<std::vector<std::vector<torch::Tensor>>> gradientsOf(int n, const Dd
     torch::manual_seed(17);
     nets.push_back(std::make_shared<Wide>());
   }
-  auto comms = makeInProcessGroup(n);
   std::vector<std::vector<std::vector<torch::Tensor>>> out(n);
-  std::vector<std::exception_ptr> errors(n);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    comms[r]->setTimeoutMs(10000);
-    threads.emplace_back([&, r] {
-      try {
-        JobCollectives job(*comms[r]);
-        DistributedDataParallel ddp(*nets[r], job, o);
-        for (int s = 0; s < steps; ++s) {
-          ddp.zeroGrad();
-          ddp.beginBackward(true);
-          nets[r]->forward(inputOf(r, s)).pow(2).sum().backward();
-          ddp.finishBackward();
-          std::vector<torch::Tensor> grads;
-          for (const auto& p : nets[r]->parameters()) grads.push_back(p.grad().clone());
-          out[r].push_back(grads);
-        }
-      } catch (...) {
-        errors[r] = std::current_exception();
-        comms[r]->postError("rank failed");
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (auto& e : errors) {
-    if (e) std::rethrow_exception(e);
-  }
+  runInProcess(n, [&](Communicator& comm) {
+    const int r = comm.rank();
+    JobCollectives job(comm);
+    DistributedDataParallel ddp(*nets[r], job, o);
+    for (int s = 0; s < steps; ++s) {
+      ddp.zeroGrad();
+      ddp.beginBackward(true);
+      nets[r]->forward(inputOf(r, s)).pow(2).sum().backward();
+      ddp.finishBackward();
+      std::vector<torch::Tensor> grads;
+      for (const auto& p : nets[r]->parameters()) grads.push_back(p.grad().clone());
+      out[r].push_back(grads);
+    }
+  });
   return out;
 }
 
@@ -273,20 +257,14 @@ TEST(PowerSgd, StepsBeforeTheStartAreUncompressed) {
 }
 
 TEST(PowerSgd, ReportsTheBytesOnTheWire) {
-  auto comms = makeInProcessGroup(2);
-  std::vector<std::thread> threads;
+  std::vector<std::shared_ptr<Wide>> nets = {std::make_shared<Wide>(), std::make_shared<Wide>()};
   std::vector<int64_t> wire(2), fp32(2);
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      torch::manual_seed(17);
-      Wide net;
-      JobCollectives job(*comms[r]);
-      DistributedDataParallel ddp(net, job, powerSgd(2));
-      wire[r] = ddp.wireBytesPerStep();
-      fp32[r] = ddp.fp32BytesPerStep();
-    });
-  }
-  for (auto& t : threads) t.join();
+  runInProcess(2, [&](Communicator& comm) {
+    JobCollectives job(comm);
+    DistributedDataParallel ddp(*nets[comm.rank()], job, powerSgd(2));
+    wire[comm.rank()] = ddp.wireBytesPerStep();
+    fp32[comm.rank()] = ddp.fp32BytesPerStep();
+  });
   // big.weight as (32 + 40) x 2 factors; the rest as it is.
   EXPECT_EQ(wire[0], ((32 + 40) * 2 + 32 + 3 * 32 + 3) * 4);
   EXPECT_EQ(fp32[0], (32 * 40 + 32 + 3 * 32 + 3) * 4);
