@@ -12,6 +12,14 @@ Models mirror bigbatch's (src/models): `cnn` = the default 5-conv BN CNN
 batch assembly). Prints one JSON line: img/s over the timed steps (after
 `--warmup` steps), the slowest rank's time.
 
+`--hook` registers one of PyTorch's own DDP communication hooks
+(torch.distributed.algorithms.ddp_comm_hooks): `fp16` (fp16_compress_hook),
+`bf16` (bf16_compress_hook), `powersgd` (PowerSGDState with
+matrix_approximation_rank `--powersgd-rank`, start_powerSGD_iter
+`--powersgd-start`, error feedback and warm start on — its defaults);
+`batched_powersgd` (batched_powerSGD_hook: the whole bucket as one square
+matrix); `none` is DDP's plain fp32 allreduce.
+
 `--hidden H` adds bigbatch's `model.hidden` layer to the cnn (350000: ResNet-50's
 25.6 M gradient values for little compute). `--mpi` takes rank and world size
 from mpirun (OpenMPI's OMPI_COMM_WORLD_*) instead of spawning, for ranks on
@@ -90,6 +98,22 @@ class ResNet(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
+def register_hook(ddp, args):
+    from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
+    from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
+    if args.hook == "fp16":
+        ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
+    elif args.hook == "bf16":
+        ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
+    elif args.hook in ("powersgd", "batched_powersgd"):
+        state = powerSGD_hook.PowerSGDState(
+            process_group=None, matrix_approximation_rank=args.powersgd_rank,
+            start_powerSGD_iter=args.powersgd_start, use_error_feedback=True, warm_start=True)
+        hook = (powerSGD_hook.powerSGD_hook if args.hook == "powersgd"
+                else powerSGD_hook.batched_powerSGD_hook)
+        ddp.register_comm_hook(state, hook)
+
+
 def worker(rank, args, port, master="127.0.0.1"):
     torch.set_num_threads(args.threads)
     os.environ["MASTER_ADDR"] = master
@@ -99,6 +123,7 @@ def worker(rank, args, port, master="127.0.0.1"):
     model = (Cnn(hidden=args.hidden) if args.model == "cnn" else ResNet())
     model = model.to(memory_format=torch.channels_last)
     ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
+    register_hook(ddp, args)
     decay = [p for p in model.parameters() if p.dim() > 1]
     no_decay = [p for p in model.parameters() if p.dim() <= 1]
     opt = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4},
@@ -123,6 +148,7 @@ def worker(rank, args, port, master="127.0.0.1"):
         print(json.dumps({"system": "pytorch_ddp_gloo", "model": args.model, "ranks": args.ranks,
                           "batch_per_rank": args.batch, "threads": args.threads,
                           "hidden": args.hidden, "bucket_mb": args.bucket_mb,
+                          "hook": args.hook,
                           "steps": args.steps, "seconds": seconds.item(),
                           "img_s": imgs / seconds.item(),
                           "parameters": sum(p.numel() for p in model.parameters())}), flush=True)
@@ -139,6 +165,12 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--hidden", type=int, default=0)
     p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb (its default 25)")
+    p.add_argument("--hook", choices=["none", "fp16", "bf16", "powersgd", "batched_powersgd"],
+                   default="none",
+                   help="a DDP communication hook of PyTorch's own (default: none)")
+    p.add_argument("--powersgd-rank", type=int, default=4)
+    p.add_argument("--powersgd-start", type=int, default=2,
+                   help="start_powerSGD_iter (PyTorch requires > 1 with error feedback)")
     p.add_argument("--mpi", action="store_true")
     p.add_argument("--master", default="")
     p.add_argument("--ifname", default="eth0")
