@@ -27,12 +27,20 @@ classifier reads the last stage average-pooled to 3 x 3 (model.head_pool =
 is the same-recipe peer of the main job: what the system gives, apart from
 what the recipe search gave. --head-pool, --lr, --epochs and --no-flip set
 the same things one by one.
+
+`--hook none|fp16|bf16|powersgd` registers one of PyTorch's own DDP
+communication hooks (as bench/pytorch_ddp.py does; PowerSGD at
+`--powersgd-rank`, from iteration `--powersgd-start`). `--mpi` takes rank
+and world size from mpirun instead of spawning, for ranks on the emulated
+cluster's hosts (scripts/emulated_cluster; the store on host 0's eth0
+address, gloo on `--ifname`).
 """
 import argparse
 import gzip
 import json
 import math
 import os
+import subprocess
 import sys
 import time
 
@@ -44,7 +52,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from pytorch_ddp import Cnn  # noqa: E402  the twin of bigbatch's default CNN
+from pytorch_ddp import Cnn, register_hook  # noqa: E402  the twin of bigbatch's default CNN
 
 ROOT = "/usr/share/datasets/fashion-mnist"
 MEAN, STD = np.float32(0.2860), np.float32(0.3530)
@@ -83,10 +91,11 @@ def evaluate(model, x, y, rank, ranks):
     return total.item() / len(y)
 
 
-def worker(rank, args, port):
+def worker(rank, args, port, master="127.0.0.1"):
     torch.set_num_threads(1)
-    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = "127.0.0.1", str(port)
-    if hasattr(os, "sched_setaffinity") and len(os.sched_getaffinity(0)) >= args.ranks:
+    os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master, str(port)
+    if (not args.mpi and hasattr(os, "sched_setaffinity")
+            and len(os.sched_getaffinity(0)) >= args.ranks):
         os.sched_setaffinity(0, {sorted(os.sched_getaffinity(0))[rank]})
     dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
     train_x, train_y = load("train")
@@ -94,6 +103,7 @@ def worker(rank, args, port):
     torch.manual_seed(args.seed)  # identical initial weights on every rank
     model = Cnn(head_pool=args.head_pool).to(memory_format=torch.channels_last)
     ddp = nn.parallel.DistributedDataParallel(model)
+    register_hook(ddp, args)
     decay = [p for p in model.parameters() if p.dim() > 1]
     no_decay = [p for p in model.parameters() if p.dim() <= 1]
     opt = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4},
@@ -134,7 +144,7 @@ def worker(rank, args, port):
         result = {"system": "pytorch_ddp_gloo", "recipe": args.recipe, "seed": args.seed,
                   "ranks": args.ranks, "head_pool": args.head_pool, "lr": args.lr,
                   "budget_epochs": args.epochs, "flip": args.flip,
-                  "batch_per_rank": args.batch, "target": args.target,
+                  "batch_per_rank": args.batch, "target": args.target, "hook": args.hook,
                   "reached_target": reached is not None, "time_to_target_s": reached,
                   "epochs": epoch, "final_accuracy": acc, "train_time_s": train_time,
                   "img_s": step * global_batch / train_time}
@@ -162,12 +172,28 @@ def main():
                    help="no random horizontal flips (fast's data.flip = false)")
     p.add_argument("--warmup-epochs", type=float, default=0.5)
     p.add_argument("--target", type=float, default=0.92)
+    p.add_argument("--hook", choices=["none", "fp16", "bf16", "powersgd", "batched_powersgd"],
+                   default="none")
+    p.add_argument("--powersgd-rank", type=int, default=4)
+    p.add_argument("--powersgd-start", type=int, default=2)
+    p.add_argument("--mpi", action="store_true")
+    p.add_argument("--ifname", default="eth0")
+    p.add_argument("--port", type=int, default=29556)
     args = p.parse_args()
     fast = args.recipe == "fast"
     for name, default, fast_value in (("epochs", 10, 3), ("lr", 0.1, 0.2), ("head_pool", 1, 3),
                                       ("flip", True, False)):
         if getattr(args, name) is None:
             setattr(args, name, fast_value if fast else default)
+    if args.mpi:
+        rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+        args.ranks = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+        os.environ.setdefault("GLOO_SOCKET_IFNAME", args.ifname)
+        out = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", args.ifname],
+                             capture_output=True, text=True, check=True).stdout
+        master = out.split("inet ")[1].split("/")[0].rsplit(".", 1)[0] + ".1"
+        worker(rank, args, args.port, master)
+        return
     port = 29500 + os.getpid() % 1000
     mp.spawn(worker, args=(args, port), nprocs=args.ranks, join=True)
 
