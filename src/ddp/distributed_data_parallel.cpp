@@ -132,7 +132,10 @@ std::unique_ptr<BucketReducer> DistributedDataParallel::makeReducer() {
 }
 
 int64_t DistributedDataParallel::wireBytesPerStep() const {
-  return size_ > 1 ? codec_->wireBytes(buckets_->layout()) : 0;
+  if (size_ == 1) return 0;
+  int64_t bytes = 0;
+  for (const Bucket& b : buckets_->layout()) bytes += codec_->wireBytes(b);
+  return bytes;
 }
 
 int64_t DistributedDataParallel::fp32BytesPerStep() const {

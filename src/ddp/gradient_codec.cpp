@@ -18,10 +18,8 @@ class Float32Codec : public GradientCodec {
 
 }  // namespace
 
-int64_t GradientCodec::wireBytes(const std::vector<Bucket>& layout) const {
-  int64_t elements = 0;
-  for (const Bucket& b : layout) elements += b.numel;
-  return elements * static_cast<int64_t>(elementSize(wireType()));
+int64_t GradientCodec::wireBytes(const Bucket& bucket) const {
+  return bucket.numel * static_cast<int64_t>(elementSize(wireType()));
 }
 
 std::unique_ptr<GradientCodec> makeGradientCodec(const DdpOptions& options,

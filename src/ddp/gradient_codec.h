@@ -57,8 +57,8 @@ class GradientCodec {
   // in it — whose bucket.numel gradients are at `data`, across the ranks
   // through `wire` (see above).
   virtual void exchange(size_t index, const Bucket& bucket, float* data, WireSum& wire) = 0;
-  // Bytes a rank hands to the collectives for these buckets per step.
-  virtual int64_t wireBytes(const std::vector<Bucket>& layout) const;
+  // Bytes a rank hands to the collectives for this bucket per step.
+  virtual int64_t wireBytes(const Bucket& bucket) const;
   // State a checkpoint carries (a stateful codec's), and its restore.
   virtual NamedState state() const { return {}; }
   virtual void loadState(const NamedState&) {}

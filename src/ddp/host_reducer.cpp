@@ -34,7 +34,7 @@ void HostReducer::exchange(size_t bucket, bool onComputeThread) {
   codec_.exchange(bucket, entries, hostValues(bucket), wire_);
   afterSum(bucket);
   if (onExchange_) {
-    onExchange_(bucket, static_cast<size_t>(codec_.wireBytes({entries})), start,
+    onExchange_(bucket, static_cast<size_t>(codec_.wireBytes(entries)), start,
                 std::chrono::steady_clock::now(), onComputeThread);
   }
 }

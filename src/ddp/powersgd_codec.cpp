@@ -183,13 +183,11 @@ void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, Wi
   }
 }
 
-int64_t PowerSgdCodec::wireBytes(const std::vector<Bucket>& layout) const {
+int64_t PowerSgdCodec::wireBytes(const Bucket& bucket) const {
   int64_t elements = 0;
-  for (const Bucket& b : layout) {
-    for (const BucketEntry& e : b.entries) {
-      const Matrix& m = matrices_[e.param];
-      elements += m.rank == 0 ? e.numel : (m.rows + m.cols) * m.rank;
-    }
+  for (const BucketEntry& e : bucket.entries) {
+    const Matrix& m = matrices_[e.param];
+    elements += m.rank == 0 ? e.numel : (m.rows + m.cols) * m.rank;
   }
   return elements * static_cast<int64_t>(sizeof(float));
 }

@@ -55,7 +55,7 @@ class PowerSgdCodec : public GradientCodec {
   DataType wireType() const override { return DataType::kFloat32; }
   void exchange(size_t index, const Bucket& bucket, float* data, WireSum& wire) override;
   // Once compression has started: the factors and the uncompressed values.
-  int64_t wireBytes(const std::vector<Bucket>& layout) const override;
+  int64_t wireBytes(const Bucket& bucket) const override;
   NamedState state() const override;
   void loadState(const NamedState& state) override;
 

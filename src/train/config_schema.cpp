@@ -29,7 +29,10 @@ Config defaultTrainingConfig() {
   return c;
 }
 
-void validateTrainingConfig(const Config& c) {
+namespace {
+
+// The model's keys that apply to one model only, and its stages.
+void checkModelKeys(const Config& c) {
   const auto widths = c.getIntList("model.widths");
   const auto blocks = c.getIntList("model.blocks");
   if (c.getInt("model.head_pool") > 1 && c.getString("model.name") != "cnn") {
@@ -47,6 +50,11 @@ void validateTrainingConfig(const Config& c) {
                    "model.widths has {} stages and model.blocks {}; give both, of equal length",
                    widths.size(), blocks.size());
   }
+}
+
+// Gradient compression, with what it cannot work beside (before the
+// device: its refusal of NCCL names the compression, not the device).
+void checkCompression(const Config& c) {
   if (const std::string codec = c.getString("ddp.compression"); codec != "none") {
     BIGBATCH_REQUIRE(!c.getBool("optim.kfac"), InvalidArgument,
                      "ddp.compression = {} with optim.kfac: K-FAC preconditions the exact summed "
@@ -66,14 +74,15 @@ void validateTrainingConfig(const Config& c) {
                      "\"host\" (or \"auto\")",
                      codec);
   }
+}
+
+// The batch, its BatchNorm groups, and the schedules' lists and warmup.
+void checkBatchAndSchedules(const Config& c) {
   if (c.getInt("train.batch_size") < c.getInt("train.virtual_workers")) {
     BIGBATCH_THROW(InvalidArgument,
                    "train.virtual_workers = {} exceeds train.batch_size = {}: each BatchNorm "
                    "group needs at least one image; lower train.virtual_workers",
                    c.getInt("train.virtual_workers"), c.getInt("train.batch_size"));
-  }
-  if (!c.getString("comm.allreduce_table").empty()) {
-    parseAllreduceRules(c.getString("comm.allreduce_table"));  // throws naming the bad entry
   }
   if (c.getFloatList("schedule.momentum_epochs").size() !=
       c.getFloatList("schedule.momentum_values").size()) {
@@ -91,18 +100,26 @@ void validateTrainingConfig(const Config& c) {
                    c.getIntList("schedule.batch_epochs").size(),
                    c.getIntList("schedule.batch_factors").size());
   }
-  {
-    const int64_t r = c.getInt("data.read_threads"), d = c.getInt("data.decode_threads"),
-                  a = c.getInt("data.augment_threads");
-    if ((r == 0 || d == 0 || a == 0) && (r + d + a) != 0) {
-      BIGBATCH_THROW(InvalidArgument,
-                     "data.read_threads = {}, data.decode_threads = {}, data.augment_threads = {}: "
-                     "set all three >= 1 (threaded pipeline) or all 0 (inline)",
-                     r, d, a);
-    }
+  if (c.getFloat("schedule.warmup_epochs") > static_cast<double>(c.getInt("train.epochs"))) {
+    BIGBATCH_THROW(InvalidArgument, "schedule.warmup_epochs = {} exceeds train.epochs = {}",
+                   c.getFloat("schedule.warmup_epochs"), c.getInt("train.epochs"));
   }
-  // run.device first: "cuda" is refused before any worker starts by a CPU
-  // build, or where no GPU is visible.
+}
+
+void checkPipelineThreads(const Config& c) {
+  const int64_t r = c.getInt("data.read_threads"), d = c.getInt("data.decode_threads"),
+                a = c.getInt("data.augment_threads");
+  if ((r == 0 || d == 0 || a == 0) && (r + d + a) != 0) {
+    BIGBATCH_THROW(InvalidArgument,
+                   "data.read_threads = {}, data.decode_threads = {}, data.augment_threads = {}: "
+                   "set all three >= 1 (threaded pipeline) or all 0 (inline)",
+                   r, d, a);
+  }
+}
+
+// run.device: "cuda" is refused before any worker starts by a CPU build, or
+// where no GPU is visible; fp16 compute and NCCL need it.
+void checkDevice(const Config& c) {
   const bool onCuda = c.getString("run.device") == "cuda";
   if (onCuda) train_detail::checkCudaAvailable();
   if (c.getString("amp.precision") == "fp16") {
@@ -116,11 +133,13 @@ void validateTrainingConfig(const Config& c) {
                      c.getString("run.device"));
     train_detail::checkNcclBuilt();
   }
-  if (c.getString("ddp.partition") == "optimizer") {
-    train_detail::checkPartitionedExchange(c.getString("ddp.gpu_exchange"));
-  }
-  if (c.getString("amp.loss_scaling") != "off") {
-    DynamicLossScaler check(train_detail::lossScalerOptions(c));  // throws naming the bad option
+}
+
+// The gradient exchange: its allreduce table, buckets and the partitioned
+// optimizer, with what it cannot work beside.
+void checkExchange(const Config& c) {
+  if (!c.getString("comm.allreduce_table").empty()) {
+    parseAllreduceRules(c.getString("comm.allreduce_table"));  // throws naming the bad entry
   }
   if (const int64_t fusion = c.getInt("ddp.fusion_bytes"); fusion > 0 && fusion < 4) {
     BIGBATCH_THROW(InvalidArgument,
@@ -128,6 +147,7 @@ void validateTrainingConfig(const Config& c) {
                    fusion);
   }
   if (c.getString("ddp.partition") == "optimizer") {
+    train_detail::checkPartitionedExchange(c.getString("ddp.gpu_exchange"));
     if (c.getBool("optim.kfac")) {
       BIGBATCH_THROW(InvalidArgument,
                      "ddp.partition = optimizer cannot be combined with optim.kfac = true (K-FAC "
@@ -139,9 +159,21 @@ void validateTrainingConfig(const Config& c) {
                      "its per-layer norms are summed from every rank's slices in one pass");
     }
   }
-  if (c.getFloat("schedule.warmup_epochs") > static_cast<double>(c.getInt("train.epochs"))) {
-    BIGBATCH_THROW(InvalidArgument, "schedule.warmup_epochs = {} exceeds train.epochs = {}",
-                   c.getFloat("schedule.warmup_epochs"), c.getInt("train.epochs"));
+}
+
+}  // namespace
+
+// The rules between keys, before any worker starts; each throws
+// InvalidArgument naming the keys and the fix.
+void validateTrainingConfig(const Config& c) {
+  checkModelKeys(c);
+  checkCompression(c);
+  checkBatchAndSchedules(c);
+  checkPipelineThreads(c);
+  checkDevice(c);
+  checkExchange(c);
+  if (c.getString("amp.loss_scaling") != "off") {
+    DynamicLossScaler check(train_detail::lossScalerOptions(c));  // throws naming the bad option
   }
 }
 
