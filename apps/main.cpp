@@ -8,7 +8,7 @@
 //                 [--include-recipe]
 //                 [--objective accuracy|time] [--seed S] [--parallel P] [--seeds N] [--resume]
 //   bigbatch keys [--markdown]
-//   bigbatch export RUN_DIR|WEIGHTS.pt|CHECKPOINT OUT.pt
+//   bigbatch export RUN_DIR|WEIGHTS.pt|CHECKPOINT OUT.pt|OUT.jit.pt
 //   bigbatch plot RUN_DIR|SCALING.csv... [-o DIR]
 //   bigbatch data export-folder fashion-mnist ROOT [--quality Q] [--path IDX_DIR]
 //   bigbatch plan [--model NAME|--grad-mb MB] --devices N[,N...] --device-img-s X
@@ -28,6 +28,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iostream>
+#include <optional>
 #include <tuple>
 
 #include "bench_allreduce.h"
@@ -36,6 +37,7 @@
 #include "bigbatch/ckpt/checkpoint.h"
 #include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/comm/mpi_communicator.h"
+#include "bigbatch/models/scripted_model.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/timeline.h"
@@ -142,6 +144,8 @@ int runTrain(const TrainArgs& a, int argc, char** argv) {
     bigbatch::checkRunCanStart(config, options, workers);
     bigbatch::launchWorkers(workers, static_cast<int>(config.getInt("run.threads")), argc, argv);
   }
+  // A user's module file: refused before the run directory exists.
+  bigbatch::checkModelLoads(config);
   bigbatch::pinLaunchedRank();  // a rank of --workers: its own CPUs, before any thread starts
   bigbatch::TrainResult result = bigbatch::train(config, options);
   (void)result;
@@ -151,9 +155,77 @@ int runTrain(const TrainArgs& a, int argc, char** argv) {
 // `bigbatch export SOURCE OUT.pt`: a run directory's model.pt, a weights
 // file, or a training checkpoint's weights with the BatchNorm statistics its
 // run evaluates with (the mean over its ranks, or rank 0's), as a state dict
-// Python's torch.load reads.
+// Python's torch.load reads. `OUT.jit.pt` of a model.name = "torchscript"
+// run: the trained TorchScript module instead (torch.jit.load reads it) — a
+// run directory's model.jit.pt, or the checkpoint's weights and evaluation
+// statistics in the module of its model.path.
+bool endsWith(const std::string& s, const std::string& tail) {
+  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
+}
+
+// A checkpoint's weights and evaluation buffers; nullopt when `source` is
+// not a checkpoint. `config` gets the checkpoint's config.
+std::optional<c10::Dict<std::string, at::Tensor>> checkpointWeights(const std::string& source,
+                                                                    bigbatch::Config& config,
+                                                                    int64_t& step) {
+  bigbatch::Checkpoint k;
+  try {
+    k = bigbatch::readCheckpoint(source);
+  } catch (const bigbatch::InvalidArgument&) {
+    return std::nullopt;  // not a checkpoint: a weights file
+  }
+  bool average = true;
+  try {
+    config.mergeToml(k.config, source);
+    average = config.getBool("train.average_bn_stats");
+  } catch (const bigbatch::Error&) {
+    average = false;  // a config this version cannot read: rank 0's, as before
+  }
+  c10::Dict<std::string, at::Tensor> dict;
+  for (const auto& [name, t] : k.parameters) dict.insert(name, t);
+  for (const auto& [name, t] : bigbatch::evaluationBuffers(k, average)) dict.insert(name, t);
+  step = k.globalStep;
+  return dict;
+}
+
+int exportTorchScript(const std::string& exportSource, const std::string& source,
+                      const std::string& exportTarget) {
+  namespace fs = std::filesystem;
+  if (fs::is_directory(exportSource)) {
+    const fs::path module = fs::path(exportSource) / "model.jit.pt";
+    BIGBATCH_REQUIRE(fs::exists(module), bigbatch::IoError,
+                     "run directory '{}' holds no model.jit.pt: only a finished run of model.name "
+                     "= \"torchscript\" writes one; export OUT.pt for the state dict",
+                     exportSource);
+    fs::copy_file(module, exportTarget, fs::copy_options::overwrite_existing);
+    std::printf("copied %s to %s (Python: torch.jit.load(\"%s\"))\n", module.c_str(),
+                exportTarget.c_str(), exportTarget.c_str());
+    return 0;
+  }
+  bigbatch::Config config = bigbatch::defaultTrainingConfig();
+  int64_t step = 0;
+  const auto dict = checkpointWeights(source, config, step);
+  BIGBATCH_REQUIRE(dict.has_value(), bigbatch::InvalidArgument,
+                   "'{}' is not a checkpoint; OUT.jit.pt is written from a run directory or a "
+                   "checkpoint of a model.name = \"torchscript\" run",
+                   source);
+  BIGBATCH_REQUIRE(config.getString("model.name") == "torchscript", bigbatch::InvalidArgument,
+                   "checkpoint '{}' is of model.name = {}, not a TorchScript module; export "
+                   "OUT.pt for its state dict",
+                   source, config.getString("model.name"));
+  bigbatch::ScriptedClassifierImpl model(config.getString("model.path"));
+  bigbatch::loadStateDict(model, *dict, source);  // every name and shape must match
+  model.saveForEvaluation(exportTarget);
+  std::printf("wrote the TorchScript module of %s with checkpoint weights (step %lld) to %s "
+              "(Python: torch.jit.load(\"%s\"))\n",
+              config.getString("model.path").c_str(), static_cast<long long>(step),
+              exportTarget.c_str(), exportTarget.c_str());
+  return 0;
+}
+
 int runExport(const std::string& exportSource, const std::string& exportTarget) {
   std::string source = exportSource;
+  if (endsWith(exportTarget, ".jit.pt")) return exportTorchScript(exportSource, source, exportTarget);
   if (std::filesystem::is_directory(source)) {
     source = (std::filesystem::path(source) / "model.pt").string();
     BIGBATCH_REQUIRE(std::filesystem::exists(source), bigbatch::IoError,
@@ -161,23 +233,15 @@ int runExport(const std::string& exportSource, const std::string& exportTarget) 
                      "completed run writes its weights)",
                      exportSource);
   }
+  bigbatch::Config config = bigbatch::defaultTrainingConfig();
+  int64_t step = 0;
   c10::Dict<std::string, at::Tensor> dict;
   std::string what = "weights";
-  try {
-    const bigbatch::Checkpoint k = bigbatch::readCheckpoint(source);
-    bigbatch::Config written = bigbatch::defaultTrainingConfig();
-    bool average = true;
-    try {
-      written.mergeToml(k.config, source);
-      average = written.getBool("train.average_bn_stats");
-    } catch (const bigbatch::Error&) {
-      average = false;  // a config this version cannot read: rank 0's, as before
-    }
-    for (const auto& [name, t] : k.parameters) dict.insert(name, t);
-    for (const auto& [name, t] : bigbatch::evaluationBuffers(k, average)) dict.insert(name, t);
-    what = fmt::format("checkpoint weights (step {})", k.globalStep);
-  } catch (const bigbatch::InvalidArgument&) {
-    dict = bigbatch::readStateDict(source);  // not a checkpoint: a weights file
+  if (auto weights = checkpointWeights(source, config, step)) {
+    dict = std::move(*weights);
+    what = fmt::format("checkpoint weights (step {})", step);
+  } else {
+    dict = bigbatch::readStateDict(source);
   }
   bigbatch::writeStateDict(dict, exportTarget);
   std::printf("wrote %zu tensors of %s to %s (Python: torch.load(\"%s\"))\n", dict.size(),
@@ -388,7 +452,9 @@ int main(int argc, char** argv) {
   keys->add_flag("--markdown", markdown, "print a Markdown table (default: plain text)");
 
   auto* exportCmd = app.add_subcommand(
-      "export", "write a run's trained weights as a PyTorch state dict (torch.load reads it)");
+      "export",
+      "write a run's trained weights as a PyTorch state dict (torch.load reads it), or with "
+      "OUT.jit.pt a model.name = torchscript run's trained module (torch.jit.load reads it)");
   std::string exportSource, exportTarget;
   exportCmd
       ->add_option("source", exportSource,
@@ -396,7 +462,11 @@ int main(int argc, char** argv) {
                    "(its weights and the BatchNorm statistics its run evaluates with)")
       ->required()
       ->check(CLI::ExistingPath);
-  exportCmd->add_option("output", exportTarget, "the .pt file to write")->required();
+  exportCmd
+      ->add_option("output", exportTarget,
+                   "the .pt file to write (a state dict); a name ending in .jit.pt: the "
+                   "TorchScript module of a torchscript run, in evaluation mode")
+      ->required();
 
   auto* plotCmd = app.add_subcommand(
       "plot", "PNG charts of runs: accuracy, loss, learning rate, img/s (gnuplot)");

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -51,13 +52,21 @@ std::vector<int> parseDevices(const std::string& text) {
 
 // --model's options: the Fashion-MNIST shape for cnn and resnet, ImageNet's
 // for resnet50.
+// --model: a zoo model by name, or a TorchScript module file (a model
+// written in Python, as model.name = "torchscript" trains it).
 ModelOptions modelOptionsOf(const PlanArgs& a) {
-  BIGBATCH_REQUIRE(a.model == "cnn" || a.model == "resnet" || a.model == "resnet50",
-                   InvalidArgument,
-                   "--model '{}': choose cnn, resnet or resnet50, or give --grad-mb", a.model);
   ModelOptions options;
-  options.name = a.model;
-  options.inChannels = a.model == "resnet50" ? 3 : 1;
+  if (a.model != "cnn" && a.model != "resnet" && a.model != "resnet50") {
+    BIGBATCH_REQUIRE(std::filesystem::exists(a.model), InvalidArgument,
+                     "--model '{}': choose cnn, resnet or resnet50, name a TorchScript module "
+                     "file (torch.jit.script(model).save(FILE)), or give --grad-mb",
+                     a.model);
+    options.name = "torchscript";
+    options.path = a.model;
+  } else {
+    options.name = a.model;
+  }
+  options.inChannels = a.channels > 0 ? a.channels : (a.model == "resnet50" ? 3 : 1);
   options.numClasses = a.numClasses > 0 ? a.numClasses : (a.model == "resnet50" ? 1000 : 10);
   return options;
 }
@@ -339,7 +348,8 @@ CLI::App* addPlanCommand(CLI::App& app, PlanArgs& a) {
       "published runs (--published). docs/SCALE.md");
   plan->add_option("--model", a.model,
                    "the gradient of a bigbatch model: cnn, resnet or resnet50 (ResNet-50 v1.5, "
-                   "1000 classes: 25.6 M parameters)")
+                   "1000 classes: 25.6 M parameters), or a TorchScript module file (a model "
+                   "from Python, as model.name = torchscript trains it)")
       ->capture_default_str();
   plan->add_option("--num-classes", a.numClasses,
                    "classes of --model (default: 1000 for resnet50, else 10)");
@@ -362,6 +372,9 @@ CLI::App* addPlanCommand(CLI::App& app, PlanArgs& a) {
       ->check(CLI::PositiveNumber);
   plan->add_option("--image-size", a.imageSize,
                    "input side of --profile (default: 224 for resnet50, else 28)")
+      ->check(CLI::PositiveNumber);
+  plan->add_option("--channels", a.channels,
+                   "input channels of --profile (default: 3 for resnet50, else 1)")
       ->check(CLI::PositiveNumber);
   plan->add_option("--threads", a.threads, "threads of --profile (default: libtorch's)")
       ->check(CLI::PositiveNumber);

@@ -11,7 +11,7 @@
 namespace bigbatch {
 
 struct PlanArgs {
-  std::string model = "resnet50";  // cnn, resnet, resnet50 (ignored with --grad-mb)
+  std::string model = "resnet50";  // cnn, resnet, resnet50, or a TorchScript file (ignored with --grad-mb)
   int numClasses = 0;              // 0: 1000 for resnet50, else 10
   double gradMb = 0;               // > 0: a gradient of this many MB (1e6 B) instead of a model
   std::string devices = "8";       // one count or a comma-separated sweep
@@ -20,6 +20,7 @@ struct PlanArgs {
   int batchPerDevice = 0;
   int profileSteps = 0;  // > 0: measure --device-img-s here (timed training steps)
   int imageSize = 0;     // of the profile's inputs; 0: 224 for resnet50, else 28
+  int channels = 0;      // of the profile's inputs; 0: 3 for resnet50, else 1
   int threads = 0;       // of the profile; 0: libtorch's default
   double intraGbps = 200, interGbps = 100;
   double intraLatencyUs = 5, interLatencyUs = 5;

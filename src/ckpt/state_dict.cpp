@@ -11,6 +11,7 @@
 #include <set>
 
 #include "bigbatch/ckpt/atomic_file.h"
+#include "bigbatch/ckpt/torchscript_file.h"
 #include "bigbatch/common/error.h"
 
 namespace bigbatch {
@@ -42,6 +43,13 @@ void saveStateDict(torch::nn::Module& module, const std::string& path) {
 }
 
 c10::Dict<std::string, at::Tensor> readStateDict(const std::string& path) {
+  if (isTorchScriptFile(path)) {
+    // A module saved from Python: its named parameters and buffers are the
+    // weights (what libtorch 1.13 cannot read from a torch.save file).
+    c10::Dict<std::string, at::Tensor> out;
+    for (const auto& [name, t] : readTorchScriptTensors(path, "weights file")) out.insert(name, t);
+    return out;
+  }
   std::ifstream in(path, std::ios::binary);
   BIGBATCH_REQUIRE(in.good(), IoError, "cannot open weights file '{}': {}", path,
                    std::strerror(errno));
@@ -68,7 +76,11 @@ c10::Dict<std::string, at::Tensor> readStateDict(const std::string& path) {
 }
 
 void loadStateDict(torch::nn::Module& module, const std::string& path) {
-  const auto dict = readStateDict(path);
+  loadStateDict(module, readStateDict(path), path);
+}
+
+void loadStateDict(torch::nn::Module& module, const c10::Dict<std::string, at::Tensor>& dict,
+                   const std::string& path) {
   std::set<std::string> used;
   torch::NoGradGuard noGrad;
   auto assign = [&](const std::string& name, torch::Tensor& target) {

@@ -2,6 +2,7 @@
 
 #include "bigbatch/common/error.h"
 #include "bigbatch/models/resnet.h"
+#include "bigbatch/models/scripted_model.h"
 #include "bigbatch/models/small_cnn.h"
 
 namespace bigbatch {
@@ -28,7 +29,15 @@ std::shared_ptr<ImageClassifierImpl> buildModel(const ModelOptions& options) {
   if (options.name == "resnet" || options.name == "resnet50") {
     return std::make_shared<ResNetImpl>(options);
   }
-  BIGBATCH_THROW(InvalidArgument, "unknown model '{}'; choose cnn, resnet or resnet50",
+  if (options.name == "torchscript") {
+    BIGBATCH_REQUIRE(!options.path.empty(), InvalidArgument,
+                     "model.name = \"torchscript\" needs model.path, the module file saved from "
+                     "Python with torch.jit.script(model).save(FILE)");
+    return std::make_shared<ScriptedClassifierImpl>(options.path);
+  }
+  BIGBATCH_THROW(InvalidArgument,
+                 "unknown model '{}'; choose cnn, resnet, resnet50 or torchscript (with "
+                 "model.path)",
                  options.name);
 }
 

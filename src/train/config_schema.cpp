@@ -44,6 +44,25 @@ void checkModelKeys(const Config& c) {
     BIGBATCH_THROW(InvalidArgument, "model.hidden = {} applies to model.name = cnn only (got {})",
                    c.getInt("model.hidden"), c.getString("model.name"));
   }
+  const std::string name = c.getString("model.name");
+  if (name == "torchscript") {
+    BIGBATCH_REQUIRE(!c.getString("model.path").empty(), InvalidArgument,
+                     "model.name = \"torchscript\" needs model.path, the module file saved "
+                     "from Python with torch.jit.script(model).save(FILE)");
+    // K-FAC reads each layer's inputs and output gradients through the
+    // zoo's layer taps (models/layer_tap.h); TorchScript code calls its
+    // convolutions and linear layers directly, out of the taps' sight.
+    BIGBATCH_REQUIRE(!c.getBool("optim.kfac"), InvalidArgument,
+                     "optim.kfac with model.name = \"torchscript\": K-FAC gathers its factors "
+                     "through the built-in models' layer taps, which a TorchScript module's "
+                     "code does not call; set optim.kfac = false (LARS or LAMB train large "
+                     "batches without it)");
+    return;
+  }
+  BIGBATCH_REQUIRE(c.getString("model.path").empty(), InvalidArgument,
+                   "model.path = '{}' is read by model.name = \"torchscript\" only (got {}); "
+                   "set model.name = \"torchscript\" or drop model.path",
+                   c.getString("model.path"), name);
   if (c.getString("model.name") != "resnet50" &&
       (widths.empty() || widths.size() != blocks.size())) {
     BIGBATCH_THROW(InvalidArgument,

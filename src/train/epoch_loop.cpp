@@ -10,6 +10,7 @@
 #include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/data/sampler.h"
+#include "bigbatch/models/scripted_model.h"
 #include "bigbatch/schedule/piecewise_linear.h"
 #include "evaluation.h"
 #include "model_state.h"
@@ -330,7 +331,8 @@ bool EpochLoop::stopOrCheckpoint(const EpochRecord& record) {
   return stop;
 }
 
-// After the last epoch: the timeline, run_stop, model.pt and summary.json.
+// After the last epoch: the timeline, run_stop, model.pt (and a TorchScript
+// model's model.jit.pt) and summary.json.
 TrainResult EpochLoop::finish() {
   const bool lead = run_.lead;
   RunDir* runDir = run_.start.runDir.get();
@@ -387,6 +389,9 @@ TrainResult EpochLoop::finish() {
   ddp().waitWeights();
   // Rank 0's weights and BatchNorm statistics, readable by torch.load.
   if (runDir) saveStateDict(*run_.model, runDir->file("model.pt"));
+  // A user's TorchScript module goes back with them, for torch.jit.load.
+  auto* scripted = dynamic_cast<ScriptedClassifierImpl*>(run_.model.get());
+  if (runDir && scripted) scripted->saveForEvaluation(runDir->file("model.jit.pt"));
   recorder_.summary(result, facts);
   return result;
 }

@@ -184,9 +184,15 @@ std::vector<RecipeKey> dataKeys() {
 // model.*: the architecture and its BatchNorm.
 std::vector<RecipeKey> modelKeys() {
   return {
-      {F("model.name", T::kString, std::string("cnn"), "architecture", {}, {},
-        {"cnn", "resnet", "resnet50"}),
+      {F("model.name", T::kString, std::string("cnn"),
+        "architecture: the zoo's, or torchscript: a module saved from Python (model.path)", {},
+        {}, {"cnn", "resnet", "resnet50", "torchscript"}),
        with<std::string>([](RunRecipe& r, const std::string& v) { r.model.name = r.modelName = v; })},
+      {F("model.path", T::kString, std::string(""),
+        "torchscript: the module file, torch.jit.script(model).save(FILE) — its forward(images) "
+        "returns logits [N, classes]; every rank loads it (the same weights, no broadcast); the "
+        "other model.* architecture keys do not apply (docs/TORCHSCRIPT.md)"),
+       to(&RunRecipe::model, &ModelOptions::path)},
       {F("model.widths", T::kIntList, L{16, 32, 64}, "channels of each stage", 1.0, 4096.0),
        to(&RunRecipe::model, &ModelOptions::widths)},
       {F("model.blocks", T::kIntList, L{2, 2, 1},

@@ -8,6 +8,7 @@
 #include "bigbatch/collectives/collectives.h"
 #include "bigbatch/common/cpu_affinity.h"
 #include "bigbatch/common/hash.h"
+#include "bigbatch/models/scripted_model.h"
 #include "bigbatch/schedule/piecewise_linear.h"
 #include "bigbatch/train/partitioned_state.h"
 #include "gpu_exchange.h"
@@ -75,8 +76,10 @@ void toChannelsLast(torch::nn::Module& model) {
 }
 
 // The model: the caller's, or the recipe's built from the same seed on
-// every rank — no broadcast (the checksum in restoreOrVerify() proves the
-// ranks agree); --init-from's weights; then on this rank's device.
+// every rank (or loaded from the same TorchScript file, its logits checked
+// on one batch of the data's shape) — no broadcast (the checksum in
+// restoreOrVerify() proves the ranks agree); --init-from's weights; then on
+// this rank's device.
 std::shared_ptr<ImageClassifierImpl> buildRunModel(const RunRecipe& recipe,
                                                    const TrainingData& data,
                                                    std::shared_ptr<ImageClassifierImpl> given,
@@ -86,6 +89,10 @@ std::shared_ptr<ImageClassifierImpl> buildRunModel(const RunRecipe& recipe,
   if (!model) {
     torch::manual_seed(recipe.seed);
     model = buildModel(modelOptions(recipe, data.channels, data.numClasses));
+  }
+  if (auto* scripted = dynamic_cast<ScriptedClassifierImpl*>(model.get())) {
+    const ImageShape shape = imageShapeOf(data);
+    scripted->checkLogits(shape.channels, shape.height, shape.width, shape.classes);
   }
   if (!options.initFrom.empty() && !start.resume) {
     loadStateDict(*model, options.initFrom);  // every rank: the checksum still holds

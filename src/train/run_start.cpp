@@ -15,7 +15,10 @@
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/hash.h"
 #include "bigbatch/common/logging.h"
+#include "bigbatch/models/scripted_model.h"
 #include "bigbatch/train/config_schema.h"
+#include "recipe.h"
+#include "training_data.h"
 
 namespace bigbatch::train_detail {
 namespace {
@@ -127,9 +130,22 @@ RunStart startRun(Config& c, const TrainOptions& o, MlperfLogger& ml) {
 
 namespace bigbatch {
 
+void checkModelLoads(const Config& config) {
+  using namespace train_detail;
+  if (config.getString("model.name") != "torchscript") return;
+  const ImageShape shape = checkTrainingDataOpens(dataOptionsFor(config));
+  const ModelOptions options = bindRecipeKeys(config).model;
+  BIGBATCH_REQUIRE(!options.path.empty(), InvalidArgument,
+                   "model.name = \"torchscript\" needs model.path, the module file saved from "
+                   "Python with torch.jit.script(model).save(FILE)");
+  ScriptedClassifierImpl model(options.path);
+  model.checkLogits(shape.channels, shape.height, shape.width, shape.classes);
+}
+
 void checkRunCanStart(const Config& config, const TrainOptions& o, int worldSize) {
   using namespace train_detail;
   validateTrainingData(config);
+  checkModelLoads(config);
   const std::optional<ResumePoint> resume =
       findResumePoint(config, o.resume, o.runDir, runName(config, o));
   if (resume) {

@@ -231,16 +231,35 @@ TrainingData openTrainingData(const DataOptions& o, Dataset jobTrain, Dataset jo
   return d;
 }
 
-void checkTrainingDataOpens(const DataOptions& o) {
+ImageShape imageShapeOf(const TrainingData& d) {
+  if (d.inMemory()) {
+    const auto& images = d.trainSet.images;  // [N, C, H, W]
+    return ImageShape{images.size(1), images.size(2), images.size(3), d.numClasses};
+  }
+  return ImageShape{d.channels, d.imageSize, d.imageSize, d.numClasses};
+}
+
+ImageShape checkTrainingDataOpens(const DataOptions& o) {
   if (o.dataset == "fashion-mnist") {
-    loadFashionMnist(o.path, "train", 1);
+    const Dataset first = loadFashionMnist(o.path, "train", 1);
     loadFashionMnist(o.path, "test", 1);
-  } else if (o.dataset == "cifar10") {
+    const auto& images = first.images;
+    return ImageShape{images.size(1), images.size(2), images.size(3), first.numClasses};
+  }
+  if (o.dataset == "cifar10") {
     openCifar10(o);
-  } else if (o.dataset == "folder") {
+    return ImageShape{3, 32, 32, 10};
+  }
+  if (o.dataset == "folder") {
     std::string trainDir, valDir;
     resolveFolders(o, trainDir, valDir);
+    int64_t classes = 0;  // the class folders, as the image source counts them
+    for (const auto& e : std::filesystem::directory_iterator(trainDir)) classes += e.is_directory();
+    const int64_t side = o.imageSize > 0 ? o.imageSize : 224;
+    return ImageShape{3, side, side, classes};
   }
+  const auto& shape = o.syntheticShape;
+  return ImageShape{shape[0], shape[1], shape[2], o.syntheticClasses};
 }
 
 }  // namespace bigbatch::train_detail

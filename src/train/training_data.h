@@ -66,11 +66,19 @@ struct TrainingData {
 // are used instead of data.dataset.
 TrainingData openTrainingData(const DataOptions& o, Dataset jobTrain, Dataset jobTest);
 
+// What the model reads and predicts: images [channels, height, width] of
+// `classes` classes.
+struct ImageShape {
+  int64_t channels = 1, height = 28, width = 28, classes = 10;
+};
+ImageShape imageShapeOf(const TrainingData& d);
+
 // The cheap part of openTrainingData, for a launcher to run before it
 // starts any rank: Fashion-MNIST's four files (headers and first sample),
 // CIFAR-10's six (mapped and sized), a folder's two splits and their class
 // folders (the images are listed by the ranks). Throws what openTrainingData
-// would for them; synthetic data has nothing to check.
-void checkTrainingDataOpens(const DataOptions& o);
+// would for them; synthetic data has nothing to check. Returns the shape
+// the model will see.
+ImageShape checkTrainingDataOpens(const DataOptions& o);
 
 }  // namespace bigbatch::train_detail

@@ -18,12 +18,18 @@ namespace bigbatch {
 void saveStateDict(torch::nn::Module& module, const std::string& path);
 
 // Copies the tensors of `path` into `module`'s parameters and buffers.
+// `path` is a state dict (torch::pickle_save / bigbatch's model.pt) or a
+// TorchScript module file (torch.jit.save), whose named parameters and
+// buffers are read (ckpt/torchscript_file.h).
 // Every name must match and every shape agree, both ways (a missing or extra
 // tensor is an error naming it); dtypes are converted. Throws InvalidArgument
 // or IoError with the file, the name and the fix.
 void loadStateDict(torch::nn::Module& module, const std::string& path);
+// The same for tensors already read; `origin` names them in messages.
+void loadStateDict(torch::nn::Module& module, const c10::Dict<std::string, at::Tensor>& dict,
+                   const std::string& origin);
 
-// The raw dict of a state-dict file (for `bigbatch export`).
+// The raw dict of a state-dict or TorchScript file (for `bigbatch export`).
 c10::Dict<std::string, at::Tensor> readStateDict(const std::string& path);
 void writeStateDict(const c10::Dict<std::string, at::Tensor>& dict, const std::string& path);
 

@@ -1,5 +1,6 @@
 // Options shared by the model builders, and the factory that builds a model
-// by name ("cnn", "resnet", "resnet50") from them.
+// by name ("cnn", "resnet", "resnet50", or "torchscript": the user's module
+// file in `path`, models/scripted_model.h) from them.
 //
 // Parameter and buffer names follow PyTorch/torchvision conventions
 // (`layer1.0.conv1.weight`, `bn1.running_mean`, `fc.bias`) so state dicts
@@ -34,6 +35,9 @@ struct ModelOptions {
   // a shallow network with a small receptive field cannot otherwise see.
   // 1: global average pooling.
   int64_t headPool = 1;
+  // torchscript only: the module file (torch.jit.save). The other options
+  // do not apply: the file holds the architecture and its weights.
+  std::string path;
 };
 
 // A model is a torch::nn::Module whose forward maps [B,C,H,W] to logits [B,K].

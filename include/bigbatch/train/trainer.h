@@ -111,4 +111,11 @@ TrainResult train(const Config& config, const TrainOptions& options, TrainingJob
 // files, creates nothing; throws what the ranks would have.
 void checkRunCanStart(const Config& config, const TrainOptions& options, int worldSize);
 
+// With model.name = "torchscript": model.path loads as a TorchScript module
+// a classifier can be (models/scripted_model.h) and maps one batch of the
+// data's shape to logits of its classes. Nothing to check for the zoo's
+// models. Reads files, creates nothing; checkRunCanStart calls it, and a
+// single-process `bigbatch train` before it creates the run directory.
+void checkModelLoads(const Config& config);
+
 }  // namespace bigbatch
