@@ -34,25 +34,22 @@ std::vector<std::string> mpirunArguments(int workers, int threadsPerRank, int cp
   return args;
 }
 
-void launchWorkers(int workers, int threadsPerRank, int argc, char** argv) {
+std::string thisBinary() {
   char self[PATH_MAX];
   const ssize_t len = readlink("/proc/self/exe", self, sizeof(self) - 1);
   BIGBATCH_REQUIRE(len > 0, IoError, "cannot find this binary's path: {}", std::strerror(errno));
   self[len] = '\0';
+  return self;
+}
+
+std::vector<std::string> workerLaunch(int workers, int threadsPerRank,
+                                      const std::vector<std::string>& trainArgs) {
   const int cpus = std::max<int>(1, static_cast<int>(allowedCpus().size()));
   int pin = 0;
   std::vector<std::string> args =
       mpirunArguments(workers, threadsPerRank, cpus, geteuid() == 0, &pin);
-  args.push_back(self);
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--workers") {
-      ++i;  // and its value
-      continue;
-    }
-    if (a.rfind("--workers=", 0) == 0) continue;
-    args.push_back(a);
-  }
+  args.push_back(thisBinary());
+  args.insert(args.end(), trainArgs.begin(), trainArgs.end());
   // The ranks inherit this environment: their CPUs, and what the user's
   // stdout is (their own is mpirun's pipe), so the progress bar is drawn
   // only on a real terminal.
@@ -62,6 +59,32 @@ void launchWorkers(int workers, int threadsPerRank, int argc, char** argv) {
     unsetenv(kPinEnv);
   }
   setenv("BIGBATCH_STDOUT_TTY", isatty(STDOUT_FILENO) ? "1" : "0", 1);
+  return args;
+}
+
+std::vector<std::string> argumentsWithout(int argc, char** argv,
+                                          const std::vector<std::string>& withValue,
+                                          const std::vector<std::string>& flags) {
+  std::vector<std::string> out;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    bool drop = std::find(flags.begin(), flags.end(), a) != flags.end();
+    for (const std::string& option : withValue) {
+      if (a == option) {
+        ++i;  // and its value
+        drop = true;
+      } else if (a.rfind(option + "=", 0) == 0) {
+        drop = true;
+      }
+    }
+    if (!drop) out.push_back(a);
+  }
+  return out;
+}
+
+void launchWorkers(int workers, int threadsPerRank, int argc, char** argv) {
+  std::vector<std::string> args =
+      workerLaunch(workers, threadsPerRank, argumentsWithout(argc, argv, {"--workers"}, {}));
   std::vector<char*> cargs;
   for (auto& a : args) cargs.push_back(a.data());
   cargs.push_back(nullptr);

@@ -26,6 +26,19 @@ bool shouldLaunchWorkers(int workers);
 std::vector<std::string> mpirunArguments(int workers, int threadsPerRank, int cpus, bool root,
                                          int* pinCpusPerRank);
 
+// mpirun's whole command line for `workers` local ranks running this
+// binary with `trainArgs` (argv without the program), and the environment
+// the ranks need (their CPU share, whether stdout is a terminal) set in
+// this process for them to inherit.
+std::vector<std::string> workerLaunch(int workers, int threadsPerRank,
+                                      const std::vector<std::string>& trainArgs);
+
+// argv[1..] without the options in `withValue` (and their values, as
+// `--opt V` or `--opt=V`) and without the bare `flags`.
+std::vector<std::string> argumentsWithout(int argc, char** argv,
+                                          const std::vector<std::string>& withValue,
+                                          const std::vector<std::string>& flags);
+
 // Replaces this process with mpirun running argv (minus --workers) on
 // `workers` local ranks; `threadsPerRank` 0 means CPUs ÷ workers. Returns
 // only on failure (throws IoError).

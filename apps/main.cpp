@@ -2,7 +2,7 @@
 //
 //   bigbatch train CONFIG.toml [--set key=value]... [--run-dir DIR] [--overwrite] [--workers N]
 //                  [--init-from FILE.pt] [--resume auto|PATH] [--timeline FILE.json]
-//                  [--timeline-steps A-B]
+//                  [--timeline-steps A-B] [--max-restarts N]
 //   bigbatch tune CONFIG.toml [--param key=spec]... [--set key=value]... [--dir DIR]
 //                 [--trials N] [--min-epochs E] [--max-epochs E] [--eta N] [--budget-epochs B]
 //                 [--include-recipe]
@@ -24,6 +24,7 @@
 // Every error a user can cause ends with a one-line message naming the problem
 // and the fix, and exit status 1 (2 for a malformed command line).
 #include <CLI/CLI.hpp>
+#include <unistd.h>
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
@@ -47,6 +48,7 @@
 #include "plan_command.h"
 #include "plot.h"
 #include "process_env.h"
+#include "supervise_workers.h"
 #include "tune_command.h"
 
 namespace {
@@ -73,6 +75,7 @@ struct TrainArgs {
   std::string runDir;
   bool overwrite = false, quiet = false, verbose = false;
   int workers = 0;  // 0: run.workers
+  int maxRestarts = -1;  // -1: run.max_restarts
   std::string initFrom, resume;
   std::string timelinePath, timelineSteps = "1-100";
 };
@@ -111,9 +114,47 @@ CLI::App* addTrainCommand(CLI::App& app, TrainArgs& a) {
                    "ranks to start on this machine through mpirun (default: run.workers, 1); "
                    "under mpirun MPI sets the world size")
       ->check(CLI::Range(1, 4096));
+  train
+      ->add_option("--max-restarts", a.maxRestarts,
+                   "after a failure, end every process of the job and resume it from its newest "
+                   "checkpoint, up to N times (default: run.max_restarts, 0: none)")
+      ->check(CLI::Range(0, 1000));
   train->add_flag("-q,--quiet", a.quiet, "print only errors and warnings (default: off)");
   train->add_flag("-v,--verbose", a.verbose, "print debug messages (default: off)");
   return train;
+}
+
+// --max-restarts: what a restart needs checked once, then the supervisor
+// (supervise_workers.h) runs the job's attempts.
+int superviseTraining(const bigbatch::Config& config, const bigbatch::TrainOptions& options,
+                      int workers, int maxRestarts, int argc, char** argv) {
+  BIGBATCH_REQUIRE(config.getInt("ckpt.every_epochs") > 0 || config.getInt("ckpt.every_steps") > 0,
+                   bigbatch::InvalidArgument,
+                   "--max-restarts {} with checkpoints off (ckpt.every_epochs = 0 and "
+                   "ckpt.every_steps = 0): a restart resumes from a checkpoint; set "
+                   "ckpt.every_steps (e.g. 50) or ckpt.every_epochs = 1",
+                   maxRestarts);
+  bigbatch::checkRunCanStart(config, options, workers);
+  bigbatch::SupervisorSettings s;
+  s.workers = workers;
+  s.threadsPerRank = static_cast<int>(config.getInt("run.threads"));
+  s.maxRestarts = maxRestarts;
+  s.runDir = bigbatch::plannedRunDir(config, options);
+  s.checkpointDir = config.getString("ckpt.dir").empty()
+                        ? (std::filesystem::path(s.runDir) / "checkpoints").string()
+                        : config.getString("ckpt.dir");
+  std::error_code ec;
+  std::filesystem::create_directories(s.runDir, ec);
+  BIGBATCH_REQUIRE(!ec && access(s.runDir.c_str(), W_OK) == 0, bigbatch::IoError,
+                   "run directory '{}' cannot be created or written; give --run-dir a directory "
+                   "you can write",
+                   s.runDir);
+  std::filesystem::create_directories(s.checkpointDir, ec);
+  BIGBATCH_REQUIRE(!ec && access(s.checkpointDir.c_str(), W_OK) == 0, bigbatch::IoError,
+                   "checkpoint directory '{}' cannot be created or written, so a restart would "
+                   "have nothing to resume from; set ckpt.dir to a directory you can write",
+                   s.checkpointDir);
+  return bigbatch::superviseWorkers(s, argc, argv);
 }
 
 int runTrain(const TrainArgs& a, int argc, char** argv) {
@@ -138,6 +179,11 @@ int runTrain(const TrainArgs& a, int argc, char** argv) {
                       : a.verbose ? bigbatch::Verbosity::kVerbose
                                   : bigbatch::Verbosity::kNormal;
   const int workers = a.workers > 0 ? a.workers : static_cast<int>(config.getInt("run.workers"));
+  const int maxRestarts =
+      a.maxRestarts >= 0 ? a.maxRestarts : static_cast<int>(config.getInt("run.max_restarts"));
+  if (maxRestarts > 0 && !bigbatch::MpiCommunicator::launchedByMpi()) {
+    return superviseTraining(config, options, workers, maxRestarts, argc, argv);
+  }
   if (bigbatch::shouldLaunchWorkers(workers)) {
     // Missing data, a run directory in use, a checkpoint that does not fit:
     // one error here, not one per rank and an MPI abort.

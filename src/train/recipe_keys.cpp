@@ -97,6 +97,13 @@ std::vector<RecipeKey> runKeys() {
         "where MPI gives the world size",
         1.0, 4096.0),
        readWhereUsed("the launcher (apps/), before any rank")},
+      {F("run.max_restarts", T::kInt, int64_t{0},
+        "restarts after a failure: the launcher stays as a supervisor, ends every process of "
+        "the failed attempt and resumes the job from its newest checkpoint in the same run "
+        "directory (bit-exact on the same world size); 0: a failure ends the job; "
+        "--max-restarts overrides it (README, \"Checkpoints and failures\")",
+        0.0, 1000.0),
+       readWhereUsed("the launcher (apps/), before any rank")},
   };
 }
 

@@ -130,6 +130,10 @@ RunStart startRun(Config& c, const TrainOptions& o, MlperfLogger& ml) {
 
 namespace bigbatch {
 
+std::string plannedRunDir(const Config& config, const TrainOptions& options) {
+  return train_detail::resolveRunDir(config, options);
+}
+
 void checkModelLoads(const Config& config) {
   using namespace train_detail;
   if (config.getString("model.name") != "torchscript") return;

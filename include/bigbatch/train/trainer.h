@@ -111,6 +111,11 @@ TrainResult train(const Config& config, const TrainOptions& options, TrainingJob
 // files, creates nothing; throws what the ranks would have.
 void checkRunCanStart(const Config& config, const TrainOptions& options, int worldSize);
 
+// The run directory a run with these options writes: --run-dir, else
+// run.dir, else <run.out_dir>/<run name>-<UTC timestamp now> (a launcher
+// that must name it before the ranks start: --max-restarts).
+std::string plannedRunDir(const Config& config, const TrainOptions& options);
+
 // With model.name = "torchscript": model.path loads as a TorchScript module
 // a classifier can be (models/scripted_model.h) and maps one batch of the
 // data's shape to logits of its classes. Nothing to check for the zoo's

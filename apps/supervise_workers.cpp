@@ -1,0 +1,309 @@
+#include "supervise_workers.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <thread>
+#include <vector>
+
+#include "bigbatch/ckpt/atomic_file.h"
+#include "bigbatch/common/error.h"
+#include "launch_workers.h"
+
+namespace bigbatch {
+namespace {
+
+namespace fs = std::filesystem;
+using Clock = std::chrono::steady_clock;
+
+// The process group of the running attempt, for the signal handler.
+std::atomic<pid_t> runningGroup{0};
+std::atomic<int> interruptedBy{0};
+
+void forwardToJob(int signal) {
+  interruptedBy = signal;
+  if (const pid_t group = runningGroup.load(); group > 0) kill(-group, signal);
+}
+
+struct Failure {
+  int attempt = 0;          // 1-based
+  std::string cause;        // "exit status 137 (a process ended by signal 9: Killed)"
+  int rank = -1;            // the rank the job's messages named first; -1: none
+  std::string host;         // where mpirun saw it end, when it says
+  std::string reason;       // the first error line of the attempt ("bigbatch: error: ...")
+  int status = 0;           // the exit status, or 128 + the signal
+  double seconds = 0;       // into the attempt
+  int64_t resumeStep = -1;  // the checkpoint the next attempt starts from; -1: the start
+  int64_t endedAtMs = 0;    // when the attempt's last process was gone (Unix ms)
+};
+
+int64_t unixMs() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// mpirun exits with 128 + N when one of its processes ended on signal N.
+std::string describeStatus(int wstatus, int& status) {
+  if (WIFSIGNALED(wstatus)) {
+    status = 128 + WTERMSIG(wstatus);
+    return fmt::format("mpirun killed by signal {} ({})", WTERMSIG(wstatus),
+                       strsignal(WTERMSIG(wstatus)));
+  }
+  status = WEXITSTATUS(wstatus);
+  if (status > 128 && status < 128 + 65) {
+    return fmt::format("exit status {} (a process ended by signal {}: {})", status, status - 128,
+                       strsignal(status - 128));
+  }
+  return fmt::format("exit status {}", status);
+}
+
+// What the attempt's messages say about its failure, read from mpirun's
+// stderr while it is passed on to ours: bigbatch's errors name their rank
+// ("[rank 1] ..."), mpirun names a process that died ("process rank 1 with
+// PID 0 on node h1 exited on signal 9").
+class FailureReader {
+ public:
+  explicit FailureReader(int fd) : fd_(fd), thread_([this] { pump(); }) {}
+  ~FailureReader() {
+    if (thread_.joinable()) thread_.join();
+  }
+  // After every writer is gone (the pipe at EOF).
+  void into(Failure& f) {
+    thread_.join();
+    ::close(fd_);
+    f.rank = rank_;
+    f.host = host_;
+    f.reason = reason_;
+  }
+
+ private:
+  void pump() {
+    std::string pending;
+    char buf[4096];
+    for (;;) {
+      const ssize_t n = ::read(fd_, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) break;
+      (void)!::write(STDERR_FILENO, buf, static_cast<size_t>(n));
+      pending.append(buf, static_cast<size_t>(n));
+      for (size_t end; (end = pending.find('\n')) != std::string::npos;) {
+        scan(pending.substr(0, end));
+        pending.erase(0, end + 1);
+      }
+    }
+    if (!pending.empty()) scan(pending);
+  }
+  void scan(const std::string& line) {
+    static const std::regex ourRank(R"(\[rank (\d+)\])");
+    static const std::regex mpiRank(R"(process rank (\d+) .*on node (\S+))");
+    std::smatch m;
+    if (rank_ < 0 && std::regex_search(line, m, mpiRank)) {
+      rank_ = std::stoi(m[1]);
+      host_ = m[2];
+    }
+    if (reason_.empty() && line.rfind("bigbatch: ", 0) == 0 &&
+        line.find("error") != std::string::npos) {
+      reason_ = line;
+      if (rank_ < 0 && std::regex_search(line, m, ourRank)) rank_ = std::stoi(m[1]);
+    }
+  }
+
+  int fd_;
+  int rank_ = -1;
+  std::string host_, reason_;
+  std::thread thread_;
+};
+
+// The step of the checkpoint `latest` names (ckpt-<step>.pt); -1 when none.
+int64_t newestCheckpointStep(const std::string& dir) {
+  std::ifstream in(fs::path(dir) / "latest");
+  std::string name;
+  if (!(in >> name)) return -1;
+  const size_t dash = name.rfind('-'), dot = name.rfind('.');
+  if (dash == std::string::npos || dot == std::string::npos || dot < dash) return -1;
+  try {
+    return std::stoll(name.substr(dash + 1, dot - dash - 1));
+  } catch (const std::exception&) {
+    return -1;
+  }
+}
+
+// Every process of the attempt's group gone: SIGKILL to the group, then
+// wait (up to 10 s) until the kernel has none left in it.
+void endGroup(pid_t group) {
+  kill(-group, SIGKILL);
+  for (int i = 0; i < 1000 && kill(-group, 0) == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+}
+
+// Starts mpirun for one attempt in a new process group and waits for it;
+// what its messages say about a failure goes into `f`.
+int runAttempt(const std::vector<std::string>& command, const SupervisorSettings& s, Failure& f) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int errPipe[2];
+  BIGBATCH_REQUIRE(pipe(errPipe) == 0, IoError, "cannot make a pipe: {}", std::strerror(errno));
+  const pid_t child = fork();
+  BIGBATCH_REQUIRE(child >= 0, IoError, "cannot fork the job's launcher: {}", std::strerror(errno));
+  if (child == 0) {
+    setpgid(0, 0);
+    dup2(errPipe[1], STDERR_FILENO);
+    ::close(errPipe[0]);
+    ::close(errPipe[1]);
+    std::vector<char*> args;
+    for (const auto& a : command) args.push_back(const_cast<char*>(a.c_str()));
+    args.push_back(nullptr);
+    execvp("mpirun", args.data());
+    std::fprintf(stderr, "bigbatch: error: cannot start mpirun for %d workers: %s\n", s.workers,
+                 std::strerror(errno));
+    _exit(127);
+  }
+  setpgid(child, child);  // also here: no race with a signal before the child's own call
+  ::close(errPipe[1]);
+  FailureReader reader(errPipe[0]);
+  runningGroup = child;
+  int wstatus = 0;
+  while (waitpid(child, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  endGroup(child);
+  runningGroup = 0;
+  reader.into(f);
+  return wstatus;
+}
+
+// "exit status 1, rank 1 on h1: bigbatch: error: [rank 1] ..."
+std::string describe(const Failure& f) {
+  std::string out = f.cause;
+  if (f.rank >= 0) out += fmt::format(", rank {}", f.rank);
+  if (!f.host.empty()) out += " on " + f.host;
+  if (!f.reason.empty()) out += ": " + f.reason;
+  return out;
+}
+
+nlohmann::ordered_json failuresJson(const std::vector<Failure>& failures) {
+  nlohmann::ordered_json list = nlohmann::ordered_json::array();
+  for (const Failure& f : failures) {
+    nlohmann::ordered_json j;
+    j["attempt"] = f.attempt;
+    j["cause"] = f.cause;
+    j["rank"] = f.rank;
+    j["host"] = f.host;
+    j["reason"] = f.reason;
+    j["exit_status"] = f.status;
+    j["seconds"] = f.seconds;
+    j["resumed_from_step"] = f.resumeStep;
+    j["ended_at_unix_ms"] = f.endedAtMs;
+    list.push_back(j);
+  }
+  return list;
+}
+
+void writeJsonFile(const fs::path& path, const nlohmann::ordered_json& value) {
+  const std::string text = value.dump(2) + "\n";
+  writeFileAtomically(path.string(), text.data(), text.size());
+}
+
+// summary.json of the run that finished gains the list of failures.
+void addRestartsToSummary(const std::string& runDir, const std::vector<Failure>& failures) {
+  const fs::path path = fs::path(runDir) / "summary.json";
+  std::ifstream in(path);
+  if (!in) return;
+  nlohmann::ordered_json summary = nlohmann::ordered_json::parse(in, nullptr, false);
+  if (summary.is_discarded()) return;
+  summary["restarts"] = failuresJson(failures);
+  writeJsonFile(path, summary);
+}
+
+// This attempt's arguments: the user's, with the run directory fixed, and
+// after a failure `--resume auto` (or a fresh start when no checkpoint was
+// written yet).
+std::vector<std::string> attemptArguments(int argc, char** argv, const SupervisorSettings& s,
+                                          int attempt, bool fromCheckpoint) {
+  std::vector<std::string> args;
+  if (attempt == 1) {
+    args = argumentsWithout(argc, argv, {"--workers", "--max-restarts", "--run-dir"}, {});
+  } else if (fromCheckpoint) {
+    args = argumentsWithout(argc, argv,
+                            {"--workers", "--max-restarts", "--run-dir", "--resume", "--init-from"},
+                            {"--overwrite"});
+    args.insert(args.end(), {"--resume", "auto"});
+  } else {
+    args = argumentsWithout(argc, argv, {"--workers", "--max-restarts", "--run-dir", "--resume"},
+                            {"--overwrite"});
+    args.push_back("--overwrite");
+  }
+  args.insert(args.end(), {"--run-dir", s.runDir});
+  return args;
+}
+
+}  // namespace
+
+int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
+  struct sigaction forward {};
+  forward.sa_handler = forwardToJob;
+  sigemptyset(&forward.sa_mask);
+  sigaction(SIGINT, &forward, nullptr);
+  sigaction(SIGTERM, &forward, nullptr);
+
+  std::vector<Failure> failures;
+  bool fromCheckpoint = false;
+  for (int attempt = 1;; ++attempt) {
+    const auto command = workerLaunch(s.workers, s.threadsPerRank,
+                                      attemptArguments(argc, argv, s, attempt, fromCheckpoint));
+    const auto start = Clock::now();
+    Failure f;
+    const int wstatus = runAttempt(command, s, f);
+    f.attempt = attempt;
+    f.cause = describeStatus(wstatus, f.status);
+    if (f.status == 0) {
+      if (!failures.empty()) {
+        addRestartsToSummary(s.runDir, failures);
+        std::fprintf(stderr, "bigbatch: the job finished after %zu restart(s)\n", failures.size());
+      }
+      return 0;
+    }
+    if (interruptedBy != 0) {
+      std::fprintf(stderr, "bigbatch: interrupted (signal %d); not restarting\n",
+                   interruptedBy.load());
+      return f.status;
+    }
+    f.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    f.endedAtMs = unixMs();
+    f.resumeStep = newestCheckpointStep(s.checkpointDir);
+    fromCheckpoint = f.resumeStep >= 0;
+    failures.push_back(f);
+    fs::create_directories(s.runDir);
+    writeJsonFile(fs::path(s.runDir) / "restarts.json", failuresJson(failures));
+    if (attempt > s.maxRestarts) break;
+    const std::string from = fromCheckpoint
+                                 ? fmt::format("the checkpoint of step {}", f.resumeStep)
+                                 : std::string("the start (no checkpoint was written yet)");
+    std::fprintf(stderr,
+                 "bigbatch: attempt %d failed (%s) after %.1f s; every process of it is gone; "
+                 "restart %d of %d from %s\n",
+                 attempt, describe(f).c_str(), f.seconds, attempt, s.maxRestarts, from.c_str());
+  }
+  std::fprintf(stderr,
+               "bigbatch: error: the job failed %zu time(s), giving up after %d restart(s) "
+               "(--max-restarts):\n",
+               failures.size(), s.maxRestarts);
+  for (const Failure& f : failures) {
+    std::fprintf(stderr, "  attempt %d: %s after %.1f s\n", f.attempt, describe(f).c_str(),
+                 f.seconds);
+  }
+  return 1;
+}
+
+}  // namespace bigbatch

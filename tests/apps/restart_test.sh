@@ -1,0 +1,104 @@
+#!/bin/bash
+# --max-restarts on 2 workers, as a user's job meets failures:
+#   1. a rank SIGKILLed from outside after the first checkpoints: the
+#      supervisor ends every process of the attempt, restarts the job from
+#      the newest checkpoint, and the run finishes with model.pt
+#      byte-identical to an uninterrupted run's; summary.json lists the
+#      failure under `restarts`; no process of the job is left;
+#      the same for a rank stopped with SIGSTOP: the stall is named (after
+#      comm.timeout_s), the job ends, the supervisor kills the stopped rank
+#      with the rest and restarts;
+#   2. a failure that comes back every attempt (an injected exception at
+#      the same step): the supervisor gives up after N restarts, exits 1 and
+#      lists every failure; no process is left;
+#   3. --max-restarts with checkpoints off is refused before anything runs.
+#   restart_test.sh BIGBATCH_BINARY CONFIG
+set -u
+bin=$1; config=$2
+dir=$(mktemp -d)
+source "$(dirname "$0")/job_control.sh"
+fail() { echo "FAIL: $*"; [ -f "$dir/log" ] && cat "$dir/log"; exit 1; }
+common=(--set data.train_samples=4096 --set data.eval_samples=1000
+        --set train.epochs=2 --set train.stop_at_target=false --set train.batch_size=128
+        --set ckpt.every_steps=5 --set comm.timeout_s=10 --workers 2 -q)
+left_over() { pgrep -f -- "$1" >/dev/null; }
+# Shared-memory segments (MPI's, ours) that a job left behind.
+shm_before=$(ls /dev/shm | sort)
+shm_left() { comm -13 <(echo "$shm_before") <(ls /dev/shm | sort) | grep .; }
+
+"$bin" train "$config" "${common[@]}" --run-dir "$dir/reference" || fail "reference run"
+
+# 1. SIGKILL one rank once the checkpoint of step 10 or later is there.
+"$bin" train "$config" "${common[@]}" --run-dir "$dir/restarted" --max-restarts 2 >"$dir/log" 2>&1 &
+supervisor=$!
+for _ in $(seq 1 1200); do
+  step=$(sed -n 's/^ckpt-0*\([0-9][0-9]*\)\.pt$/\1/p' "$dir/restarted/checkpoints/latest" 2>/dev/null)
+  [ -n "$step" ] && [ "$step" -ge 10 ] && break
+  sleep 0.1
+done
+[ -n "${step:-}" ] || fail "no checkpoint appeared"
+launcher=$(pgrep -P "$supervisor" -n)            # mpirun
+victim=$(pgrep -P "$launcher" -n)                # one of its ranks
+[ -n "$victim" ] || fail "no rank found"
+kill -9 "$victim"
+echo "killed rank pid $victim after the checkpoint of step $step"
+wait_for_job "$supervisor" 300 || fail "the supervised job hung"
+[ "$rc" -eq 0 ] || fail "the supervised job exited $rc"
+grep -q "restart 1 of 2 from the checkpoint of step" "$dir/log" || fail "the restart was not reported"
+cmp "$dir/reference/model.pt" "$dir/restarted/model.pt" || fail "final weights differ from the uninterrupted run's"
+/usr/bin/python3 - "$dir/restarted/summary.json" <<'PY' || fail "summary.json lacks the restart"
+import json, sys
+r = json.load(open(sys.argv[1]))["restarts"]
+assert len(r) == 1 and r[0]["attempt"] == 1 and r[0]["resumed_from_step"] >= 10, r
+print("restarts:", r)
+PY
+left_over "$dir/restarted" && fail "a process of the restarted job is left"
+shm_left && fail "shared-memory segments are left (above)"
+
+# The time from the failed attempt's end to the next one's MLPerf run_start.
+/usr/bin/python3 - "$dir/restarted" <<'PY'
+import json, re, sys
+ended = json.load(open(sys.argv[1] + "/restarts.json"))[0]["ended_at_unix_ms"]
+start = next(int(re.search(r'"time_ms": (\d+)', l).group(1)) for l in open(sys.argv[1] + "/mlperf.log")
+             if '"key": "run_start"' in l)
+print(f"restart time (attempt's end to the next run_start): {(start - ended) / 1000:.2f} s")
+PY
+
+# 1b. SIGSTOP one rank: a stall, named, then the same recovery.
+"$bin" train "$config" "${common[@]}" --run-dir "$dir/stalled" --max-restarts 1 >"$dir/log" 2>&1 &
+supervisor=$!
+for _ in $(seq 1 1200); do
+  step=$(sed -n 's/^ckpt-0*\([0-9][0-9]*\)\.pt$/\1/p' "$dir/stalled/checkpoints/latest" 2>/dev/null)
+  [ -n "$step" ] && [ "$step" -ge 10 ] && break
+  sleep 0.1
+done
+launcher=$(pgrep -P "$supervisor" -n)
+victim=$(pgrep -P "$launcher" -n)
+[ -n "$victim" ] || fail "no rank found to stop"
+kill -STOP "$victim"
+echo "stopped rank pid $victim after the checkpoint of step $step"
+wait_for_job "$supervisor" 300 || fail "the supervised job hung on a stopped rank"
+[ "$rc" -eq 0 ] || fail "the job with a stopped rank exited $rc"
+grep -q "stopped answering\|no sign of life\|stalled" "$dir/log" || fail "the stall was not named"
+cmp "$dir/reference/model.pt" "$dir/stalled/model.pt" || fail "final weights differ after the stall"
+kill -0 "$victim" 2>/dev/null && fail "the stopped rank is still there"
+left_over "$dir/stalled" && fail "a process of the stalled job is left"
+shm_left && fail "shared-memory segments are left (above)"
+
+# 2. A failure every attempt: give up after 1 restart, listing both.
+"$bin" train "$config" "${common[@]}" --run-dir "$dir/doomed" --max-restarts 1 \
+  --set fault.kind=throw --set fault.rank=1 --set fault.step=23 >"$dir/log" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] || fail "a job failing every attempt exited $rc, not 1"
+grep -q "the job failed 2 time(s), giving up after 1 restart(s)" "$dir/log" || fail "no give-up message"
+[ "$(grep -c '^  attempt [12]: exit status' "$dir/log")" -eq 2 ] || fail "the failures are not listed"
+left_over "$dir/doomed" && fail "a process of the failed job is left"
+shm_left && fail "shared-memory segments are left (above)"
+
+# 3. Nothing to restart from.
+"$bin" train "$config" --max-restarts 1 --set ckpt.every_epochs=0 --run-dir "$dir/none" >"$dir/log" 2>&1
+rc=$?
+[ "$rc" -eq 1 ] && grep -q "with checkpoints off" "$dir/log" || fail "checkpoints off was not refused"
+[ -e "$dir/none" ] && fail "a refused run created its directory"
+rm -rf "$dir"
+echo "restart_test: ok"
