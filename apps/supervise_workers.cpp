@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -25,6 +26,9 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
+
+// The first attempt's MLPerf run_start (Unix ms), for the later attempts.
+constexpr const char* kJobRunStartEnv = "BIGBATCH_JOB_RUN_START_MS";
 
 // The process group of the running attempt, for the signal handler.
 std::atomic<pid_t> runningGroup{0};
@@ -183,6 +187,19 @@ int runAttempt(const std::vector<std::string>& command, const SupervisorSettings
   return wstatus;
 }
 
+// The time_ms of the MLPerf run_start in `runDir`/mlperf.log; 0: none yet
+// (the attempt failed before training started).
+int64_t runStartMs(const std::string& runDir) {
+  std::ifstream in(fs::path(runDir) / "mlperf.log");
+  static const std::regex runStart(
+      R"("time_ms": (\d+), "event_type": "INTERVAL_START", "key": "run_start")");
+  std::smatch m;
+  for (std::string line; std::getline(in, line);) {
+    if (std::regex_search(line, m, runStart)) return std::stoll(m[1]);
+  }
+  return 0;
+}
+
 // "exit status 1, rank 1 on h1: bigbatch: error: [rank 1] ..."
 std::string describe(const Failure& f) {
   std::string out = f.cause;
@@ -281,6 +298,13 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
     }
     f.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     f.endedAtMs = unixMs();
+    // The job's time-to-train clock runs from the first run_start on, across
+    // the restarts, as the user's wall clock does (the next attempts read it).
+    if (std::getenv(kJobRunStartEnv) == nullptr) {
+      if (const int64_t ms = runStartMs(s.runDir); ms > 0) {
+        setenv(kJobRunStartEnv, std::to_string(ms).c_str(), 1);
+      }
+    }
     f.resumeStep = newestCheckpointStep(s.checkpointDir);
     fromCheckpoint = f.resumeStep >= 0;
     failures.push_back(f);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <optional>
 #include <utility>
@@ -79,6 +80,7 @@ class EpochLoop {
   // A failing run tells the other ranks and closes its MLPerf log.
   void abortRun(const std::string& message);
   double elapsedNow() const { return run_.elapsedBefore + secondsSince(runStart_); }
+  void continueJobClock();
   JobCollectives& job() { return *run_.exchange.job; }
   DistributedDataParallel& ddp() { return *run_.exchange.ddp; }
   DynamicLossScaler* scaler() { return run_.optimization.scaler.get(); }
@@ -92,6 +94,21 @@ class EpochLoop {
   Clock::time_point runStart_;
   bool paused_ = false;  // train.stop_after_epoch ended this invocation
 };
+
+// An attempt that `bigbatch train --max-restarts` restarted: the run's
+// seconds so far are the wall clock since the first attempt's run_start (the
+// supervisor passes it), not the checkpoint's own count — time to train
+// includes the work the failure lost and the restart, as the user waited
+// for them.
+void EpochLoop::continueJobClock() {
+  const char* first = std::getenv("BIGBATCH_JOB_RUN_START_MS");
+  if (first == nullptr || !run_.start.resume) return;
+  const int64_t nowMs = std::chrono::duration_cast<std::chrono::milliseconds>(
+                            std::chrono::system_clock::now().time_since_epoch())
+                            .count();
+  const double sinceFirst = static_cast<double>(nowMs - std::atoll(first)) / 1000.0;
+  if (sinceFirst > run_.elapsedBefore) run_.elapsedBefore = sinceFirst;
+}
 
 TrainResult EpochLoop::run() {
   // train.stop_after_epoch on a resume: the checkpoint of that very pause
@@ -107,6 +124,7 @@ TrainResult EpochLoop::run() {
   paused_ = atPause;
   recorder_.runStart();
   runStart_ = Clock::now();
+  continueJobClock();
   // A run that fails part-way still closes its MLPerf log (status aborted).
   try {
     while (state_.epoch <= recipe_.epochs && !paused_) {

@@ -52,6 +52,20 @@ r = json.load(open(sys.argv[1]))["restarts"]
 assert len(r) == 1 and r[0]["attempt"] == 1 and r[0]["resumed_from_step"] >= 10, r
 print("restarts:", r)
 PY
+# Its time to train runs on the wall clock from the first attempt's
+# run_start to the last attempt's run_stop, the restart included.
+/usr/bin/python3 - "$dir/restarted" <<'PY' || fail "train_time_s does not span the attempts"
+import glob, json, re, sys
+def times(key):
+    for path in glob.glob(sys.argv[1] + "/mlperf.log*"):
+        for line in open(path):
+            if f'"key": "{key}"' in line:
+                yield int(re.search(r'"time_ms": (\d+)', line).group(1))
+wall = (max(times("run_stop")) - min(times("run_start"))) / 1000
+reported = json.load(open(sys.argv[1] + "/summary.json"))["train_time_s"]
+print(f"train_time_s {reported:.2f} s, first run_start to last run_stop {wall:.2f} s")
+assert abs(reported - wall) < 0.5, (reported, wall)
+PY
 left_over "$dir/restarted" && fail "a process of the restarted job is left"
 shm_left && fail "shared-memory segments are left (above)"
 
