@@ -37,6 +37,9 @@ function(bigbatch_test name)
     string(REGEX REPLACE ":$" "" filter "${filter}")
     set(filter TEST_FILTER "-${filter}")
   endif()
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST ${filter}
+  # Listing the tests starts the binary, which maps libtorch: on a machine
+  # whose page cache is cold (a fresh clone's first ctest) that alone has
+  # taken more than CMake's default 5 s.
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 120 ${filter}
                        PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "${environment}")
 endfunction()

@@ -26,22 +26,29 @@ left_over() { pgrep -f -- "$1" >/dev/null; }
 shm_before=$(ls /dev/shm | sort)
 shm_left() { comm -13 <(echo "$shm_before") <(ls /dev/shm | sort) | grep .; }
 
+# signal_after_checkpoint SUPERVISOR RUN_DIR SIGNAL: once RUN_DIR's newest
+# checkpoint is of step 10 or later, sends SIGNAL to one rank (a child of
+# the supervisor's mpirun); sets `victim`.
+signal_after_checkpoint() {
+  local step=
+  for _ in $(seq 1 1200); do
+    step=$(sed -n 's/^ckpt-0*\([0-9][0-9]*\)\.pt$/\1/p' "$2/checkpoints/latest" 2>/dev/null)
+    [ -n "$step" ] && [ "$step" -ge 10 ] && break
+    sleep 0.1
+  done
+  [ -n "$step" ] || fail "no checkpoint appeared in $2"
+  victim=$(pgrep -P "$(pgrep -P "$1" -n)" -n)  # the supervisor's mpirun's newest rank
+  [ -n "$victim" ] || fail "no rank found"
+  kill -"$3" "$victim"
+  echo "SIG$3 to rank pid $victim after the checkpoint of step $step"
+}
+
 "$bin" train "$config" "${common[@]}" --run-dir "$dir/reference" || fail "reference run"
 
 # 1. SIGKILL one rank once the checkpoint of step 10 or later is there.
 "$bin" train "$config" "${common[@]}" --run-dir "$dir/restarted" --max-restarts 2 >"$dir/log" 2>&1 &
 supervisor=$!
-for _ in $(seq 1 1200); do
-  step=$(sed -n 's/^ckpt-0*\([0-9][0-9]*\)\.pt$/\1/p' "$dir/restarted/checkpoints/latest" 2>/dev/null)
-  [ -n "$step" ] && [ "$step" -ge 10 ] && break
-  sleep 0.1
-done
-[ -n "${step:-}" ] || fail "no checkpoint appeared"
-launcher=$(pgrep -P "$supervisor" -n)            # mpirun
-victim=$(pgrep -P "$launcher" -n)                # one of its ranks
-[ -n "$victim" ] || fail "no rank found"
-kill -9 "$victim"
-echo "killed rank pid $victim after the checkpoint of step $step"
+signal_after_checkpoint "$supervisor" "$dir/restarted" KILL
 wait_for_job "$supervisor" 300 || fail "the supervised job hung"
 [ "$rc" -eq 0 ] || fail "the supervised job exited $rc"
 grep -q "restart 1 of 2 from the checkpoint of step" "$dir/log" || fail "the restart was not reported"
@@ -81,16 +88,7 @@ PY
 # 1b. SIGSTOP one rank: a stall, named, then the same recovery.
 "$bin" train "$config" "${common[@]}" --run-dir "$dir/stalled" --max-restarts 1 >"$dir/log" 2>&1 &
 supervisor=$!
-for _ in $(seq 1 1200); do
-  step=$(sed -n 's/^ckpt-0*\([0-9][0-9]*\)\.pt$/\1/p' "$dir/stalled/checkpoints/latest" 2>/dev/null)
-  [ -n "$step" ] && [ "$step" -ge 10 ] && break
-  sleep 0.1
-done
-launcher=$(pgrep -P "$supervisor" -n)
-victim=$(pgrep -P "$launcher" -n)
-[ -n "$victim" ] || fail "no rank found to stop"
-kill -STOP "$victim"
-echo "stopped rank pid $victim after the checkpoint of step $step"
+signal_after_checkpoint "$supervisor" "$dir/stalled" STOP
 wait_for_job "$supervisor" 300 || fail "the supervised job hung on a stopped rank"
 [ "$rc" -eq 0 ] || fail "the job with a stopped rank exited $rc"
 grep -q "stopped answering\|no sign of life\|stalled" "$dir/log" || fail "the stall was not named"
