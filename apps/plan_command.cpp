@@ -337,15 +337,8 @@ int runPublished(const PlanArgs& a) {
   return 0;
 }
 
-}  // namespace
-
-CLI::App* addPlanCommand(CLI::App& app, PlanArgs& a) {
-  auto* plan = app.add_subcommand(
-      "plan",
-      "predict img/s, scaling efficiency and time to train on a cluster (α-β model of the "
-      "exchange, overlap with backward, stragglers); sweep device counts; recommend the "
-      "allreduce and bucket size; fit α-β to measurements (--calibrate); validate against "
-      "published runs (--published). docs/SCALE.md");
+// The gradient: a model (or its file) and, with --profile, its measured rate.
+void addModelOptions(CLI::App* plan, PlanArgs& a) {
   plan->add_option("--model", a.model,
                    "the gradient of a bigbatch model: cnn, resnet or resnet50 (ResNet-50 v1.5, "
                    "1000 classes: 25.6 M parameters), or a TorchScript module file (a model "
@@ -356,16 +349,6 @@ CLI::App* addPlanCommand(CLI::App& app, PlanArgs& a) {
   plan->add_option("--grad-mb", a.gradMb,
                    "instead of --model: a gradient of this many MB (1e6 bytes) on the wire")
       ->check(CLI::PositiveNumber);
-  plan->add_option("--devices", a.devices,
-                   "devices (ranks), or a comma-separated sweep, e.g. 8,64,512,2048")
-      ->capture_default_str();
-  plan->add_option("--devices-per-node", a.devicesPerNode,
-                   "devices sharing a node (its intra-node links and one inter-node link)")
-      ->check(CLI::PositiveNumber)
-      ->capture_default_str();
-  plan->add_option("--device-img-s", a.deviceImgS,
-                   "one device's training rate in images/s at --batch-per-device (required "
-                   "unless --profile, --published or --calibrate)");
   plan->add_option("--profile", a.profileSteps,
                    "measure --device-img-s here instead: time N training steps of --model at "
                    "--batch-per-device on this machine's CPU (random inputs)")
@@ -378,6 +361,20 @@ CLI::App* addPlanCommand(CLI::App& app, PlanArgs& a) {
       ->check(CLI::PositiveNumber);
   plan->add_option("--threads", a.threads, "threads of --profile (default: libtorch's)")
       ->check(CLI::PositiveNumber);
+}
+
+// The cluster: devices, their rate and batch, links, the exchange.
+void addClusterOptions(CLI::App* plan, PlanArgs& a) {
+  plan->add_option("--devices", a.devices,
+                   "devices (ranks), or a comma-separated sweep, e.g. 8,64,512,2048")
+      ->capture_default_str();
+  plan->add_option("--devices-per-node", a.devicesPerNode,
+                   "devices sharing a node (its intra-node links and one inter-node link)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  plan->add_option("--device-img-s", a.deviceImgS,
+                   "one device's training rate in images/s at --batch-per-device (required "
+                   "unless --profile, --published or --calibrate)");
   plan->add_option("--batch-per-device", a.batchPerDevice,
                    "examples per device per step (required unless --published or --calibrate)");
   plan->add_option("--intra-gbps", a.intraGbps,
@@ -402,6 +399,10 @@ CLI::App* addPlanCommand(CLI::App& app, PlanArgs& a) {
   plan->add_option("--fusion-mb", a.fusionMb, "bucket size cap in MiB (ddp.fusion_bytes)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
+}
+
+// One step's shape: what the exchange can overlap, stragglers.
+void addStepOptions(CLI::App* plan, PlanArgs& a) {
   plan->add_option("--backward-share", a.backwardShare,
                    "share of one device's step spent in backward (the window the exchange can "
                    "overlap)")
@@ -420,6 +421,10 @@ CLI::App* addPlanCommand(CLI::App& app, PlanArgs& a) {
       ->check(CLI::PositiveNumber);
   plan->add_flag("--no-overlap", a.noOverlap,
                  "exchange only after backward (default: buckets go as they fill)");
+}
+
+// The run: epochs and evaluations, for the time to train.
+void addRunOptions(CLI::App* plan, PlanArgs& a) {
   plan->add_option("--epochs", a.epochs, "epochs of the run")->capture_default_str();
   plan->add_option("--dataset-size", a.datasetSize, "training examples per epoch (ImageNet-1k)")
       ->check(CLI::PositiveNumber)
@@ -428,6 +433,10 @@ CLI::App* addPlanCommand(CLI::App& app, PlanArgs& a) {
       ->capture_default_str();
   plan->add_option("--eval-every", a.evalEvery, "epochs between evaluations (0: none)")
       ->capture_default_str();
+}
+
+// What to print, and the other modes (--calibrate, --published).
+void addOutputAndModes(CLI::App* plan, PlanArgs& a) {
   plan->add_flag("--json", a.json,
                  "one JSON object per device count (per fit with --calibrate, per figure with "
                  "--published) instead of the table");
@@ -439,6 +448,22 @@ CLI::App* addPlanCommand(CLI::App& app, PlanArgs& a) {
                  "predict seven published runs (five ResNet-50 records, Horovod's 512-GPU "
                  "VGG-16 and ResNet-101) from their stated hardware and show predicted vs "
                  "published, with links made free beside");
+}
+
+}  // namespace
+
+CLI::App* addPlanCommand(CLI::App& app, PlanArgs& a) {
+  auto* plan = app.add_subcommand(
+      "plan",
+      "predict img/s, scaling efficiency and time to train on a cluster (α-β model of the "
+      "exchange, overlap with backward, stragglers); sweep device counts; recommend the "
+      "allreduce and bucket size; fit α-β to measurements (--calibrate); validate against "
+      "published runs (--published). docs/SCALE.md");
+  addModelOptions(plan, a);
+  addClusterOptions(plan, a);
+  addStepOptions(plan, a);
+  addRunOptions(plan, a);
+  addOutputAndModes(plan, a);
   return plan;
 }
 

@@ -248,19 +248,16 @@ void addRestartsToSummary(const std::string& runDir, const std::vector<Failure>&
 // written yet).
 std::vector<std::string> attemptArguments(int argc, char** argv, const SupervisorSettings& s,
                                           int attempt, bool fromCheckpoint) {
-  std::vector<std::string> args;
-  if (attempt == 1) {
-    args = argumentsWithout(argc, argv, {"--workers", "--max-restarts", "--run-dir"}, {});
-  } else if (fromCheckpoint) {
-    args = argumentsWithout(argc, argv,
-                            {"--workers", "--max-restarts", "--run-dir", "--resume", "--init-from"},
-                            {"--overwrite"});
-    args.insert(args.end(), {"--resume", "auto"});
-  } else {
-    args = argumentsWithout(argc, argv, {"--workers", "--max-restarts", "--run-dir", "--resume"},
-                            {"--overwrite"});
-    args.push_back("--overwrite");
+  std::vector<std::string> dropped = {"--workers", "--max-restarts", "--run-dir"};
+  std::vector<std::string> flags;
+  if (attempt > 1) {
+    dropped.push_back("--resume");
+    if (fromCheckpoint) dropped.push_back("--init-from");  // the checkpoint holds the weights
+    flags.push_back("--overwrite");
   }
+  std::vector<std::string> args = argumentsWithout(argc, argv, dropped, flags);
+  if (attempt > 1 && fromCheckpoint) args.insert(args.end(), {"--resume", "auto"});
+  if (attempt > 1 && !fromCheckpoint) args.push_back("--overwrite");
   args.insert(args.end(), {"--run-dir", s.runDir});
   return args;
 }

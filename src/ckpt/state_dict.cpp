@@ -15,15 +15,11 @@
 #include "bigbatch/common/error.h"
 
 namespace bigbatch {
-namespace {
-
 std::string shapeText(const at::Tensor& t) {
   std::string s = "[";
   for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
   return s + "]";
 }
-
-}  // namespace
 
 void writeStateDict(const c10::Dict<std::string, at::Tensor>& dict, const std::string& path) {
   const std::vector<char> bytes = torch::pickle_save(c10::IValue(dict));

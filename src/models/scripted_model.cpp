@@ -4,17 +4,12 @@
 
 #include <sstream>
 
+#include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/ckpt/torchscript_file.h"
 #include "bigbatch/common/error.h"
 
 namespace bigbatch {
 namespace {
-
-std::string shapeText(const torch::Tensor& t) {
-  std::string s = "[";
-  for (int64_t i = 0; i < t.dim(); ++i) s += (i ? ", " : "") + std::to_string(t.size(i));
-  return s + "]";
-}
 
 // The interpreter's message ends with the error itself ("RuntimeError:
 // mat1 and mat2 shapes cannot be multiplied ..."), after the traceback.

@@ -43,16 +43,29 @@ signal_after_checkpoint() {
   echo "SIG$3 to rank pid $victim after the checkpoint of step $step"
 }
 
+# expect_recovered SUPERVISOR RUN_DIR: the job ends, exit 0, with the
+# uninterrupted run's final weights.
+expect_recovered() {
+  wait_for_job "$1" 300 || fail "the supervised job in $2 hung"
+  [ "$rc" -eq 0 ] || fail "the supervised job in $2 exited $rc"
+  cmp "$dir/reference/model.pt" "$2/model.pt" || fail "$2: final weights differ from the uninterrupted run's"
+}
+
+# nothing_left RUN_DIR: no process of its job, no new shared-memory segment.
+nothing_left() {
+  left_over "$1" && fail "a process of the job in $1 is left"
+  shm_left && fail "shared-memory segments are left (above)"
+  return 0
+}
+
 "$bin" train "$config" "${common[@]}" --run-dir "$dir/reference" || fail "reference run"
 
 # 1. SIGKILL one rank once the checkpoint of step 10 or later is there.
 "$bin" train "$config" "${common[@]}" --run-dir "$dir/restarted" --max-restarts 2 >"$dir/log" 2>&1 &
 supervisor=$!
 signal_after_checkpoint "$supervisor" "$dir/restarted" KILL
-wait_for_job "$supervisor" 300 || fail "the supervised job hung"
-[ "$rc" -eq 0 ] || fail "the supervised job exited $rc"
+expect_recovered "$supervisor" "$dir/restarted"
 grep -q "restart 1 of 2 from the checkpoint of step" "$dir/log" || fail "the restart was not reported"
-cmp "$dir/reference/model.pt" "$dir/restarted/model.pt" || fail "final weights differ from the uninterrupted run's"
 /usr/bin/python3 - "$dir/restarted/summary.json" <<'PY' || fail "summary.json lacks the restart"
 import json, sys
 r = json.load(open(sys.argv[1]))["restarts"]
@@ -73,8 +86,7 @@ reported = json.load(open(sys.argv[1] + "/summary.json"))["train_time_s"]
 print(f"train_time_s {reported:.2f} s, first run_start to last run_stop {wall:.2f} s")
 assert abs(reported - wall) < 0.5, (reported, wall)
 PY
-left_over "$dir/restarted" && fail "a process of the restarted job is left"
-shm_left && fail "shared-memory segments are left (above)"
+nothing_left "$dir/restarted"
 
 # The time from the failed attempt's end to the next one's MLPerf run_start.
 /usr/bin/python3 - "$dir/restarted" <<'PY'
@@ -89,13 +101,10 @@ PY
 "$bin" train "$config" "${common[@]}" --run-dir "$dir/stalled" --max-restarts 1 >"$dir/log" 2>&1 &
 supervisor=$!
 signal_after_checkpoint "$supervisor" "$dir/stalled" STOP
-wait_for_job "$supervisor" 300 || fail "the supervised job hung on a stopped rank"
-[ "$rc" -eq 0 ] || fail "the job with a stopped rank exited $rc"
+expect_recovered "$supervisor" "$dir/stalled"
 grep -q "stopped answering\|no sign of life\|stalled" "$dir/log" || fail "the stall was not named"
-cmp "$dir/reference/model.pt" "$dir/stalled/model.pt" || fail "final weights differ after the stall"
 kill -0 "$victim" 2>/dev/null && fail "the stopped rank is still there"
-left_over "$dir/stalled" && fail "a process of the stalled job is left"
-shm_left && fail "shared-memory segments are left (above)"
+nothing_left "$dir/stalled"
 
 # 2. A failure every attempt: give up after 1 restart, listing both.
 "$bin" train "$config" "${common[@]}" --run-dir "$dir/doomed" --max-restarts 1 \
@@ -104,8 +113,7 @@ rc=$?
 [ "$rc" -eq 1 ] || fail "a job failing every attempt exited $rc, not 1"
 grep -q "the job failed 2 time(s), giving up after 1 restart(s)" "$dir/log" || fail "no give-up message"
 [ "$(grep -c '^  attempt [12]: exit status' "$dir/log")" -eq 2 ] || fail "the failures are not listed"
-left_over "$dir/doomed" && fail "a process of the failed job is left"
-shm_left && fail "shared-memory segments are left (above)"
+nothing_left "$dir/doomed"
 
 # 3. Nothing to restart from.
 "$bin" train "$config" --max-restarts 1 --set ckpt.every_epochs=0 --run-dir "$dir/none" >"$dir/log" 2>&1

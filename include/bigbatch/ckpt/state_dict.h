@@ -29,6 +29,9 @@ void loadStateDict(torch::nn::Module& module, const std::string& path);
 void loadStateDict(torch::nn::Module& module, const c10::Dict<std::string, at::Tensor>& dict,
                    const std::string& origin);
 
+// A tensor's shape as "[2, 7]", for messages that name a mismatch.
+std::string shapeText(const at::Tensor& t);
+
 // The raw dict of a state-dict or TorchScript file (for `bigbatch export`).
 c10::Dict<std::string, at::Tensor> readStateDict(const std::string& path);
 void writeStateDict(const c10::Dict<std::string, at::Tensor>& dict, const std::string& path);
