@@ -76,6 +76,7 @@ struct TrainArgs {
   bool overwrite = false, quiet = false, verbose = false;
   int workers = 0;  // 0: run.workers
   int maxRestarts = -1;  // -1: run.max_restarts
+  int minWorkers = -1;   // -1: run.min_workers
   std::string initFrom, resume;
   std::string timelinePath, timelineSteps = "1-100";
 };
@@ -119,6 +120,12 @@ CLI::App* addTrainCommand(CLI::App& app, TrainArgs& a) {
                    "after a failure, end every process of the job and resume it from its newest "
                    "checkpoint, up to N times (default: run.max_restarts, 0: none)")
       ->check(CLI::Range(0, 1000));
+  train
+      ->add_option("--min-workers", a.minWorkers,
+                   "under --max-restarts, go on with fewer workers, down to M, when one fails "
+                   "again right after its restart (global batch kept; default: "
+                   "run.min_workers, 0: never fewer)")
+      ->check(CLI::Range(0, 4096));
   train->add_flag("-q,--quiet", a.quiet, "print only errors and warnings (default: off)");
   train->add_flag("-v,--verbose", a.verbose, "print debug messages (default: off)");
   return train;
@@ -127,7 +134,7 @@ CLI::App* addTrainCommand(CLI::App& app, TrainArgs& a) {
 // --max-restarts: what a restart needs checked once, then the supervisor
 // (supervise_workers.h) runs the job's attempts.
 int superviseTraining(const bigbatch::Config& config, const bigbatch::TrainOptions& options,
-                      int workers, int maxRestarts, int argc, char** argv) {
+                      int workers, int maxRestarts, int minWorkers, int argc, char** argv) {
   BIGBATCH_REQUIRE(config.getInt("ckpt.every_epochs") > 0 || config.getInt("ckpt.every_steps") > 0,
                    bigbatch::InvalidArgument,
                    "--max-restarts {} with checkpoints off (ckpt.every_epochs = 0 and "
@@ -139,6 +146,10 @@ int superviseTraining(const bigbatch::Config& config, const bigbatch::TrainOptio
   s.workers = workers;
   s.threadsPerRank = static_cast<int>(config.getInt("run.threads"));
   s.maxRestarts = maxRestarts;
+  s.minWorkers = minWorkers;
+  s.batchPerRank = config.getInt("train.batch_size");
+  s.globalBatch = s.batchPerRank * workers * config.getInt("train.accumulation_steps");
+  bigbatch::checkWorldsKeepBatch(s);
   s.runDir = bigbatch::plannedRunDir(config, options);
   s.checkpointDir = config.getString("ckpt.dir").empty()
                         ? (std::filesystem::path(s.runDir) / "checkpoints").string()
@@ -181,8 +192,15 @@ int runTrain(const TrainArgs& a, int argc, char** argv) {
   const int workers = a.workers > 0 ? a.workers : static_cast<int>(config.getInt("run.workers"));
   const int maxRestarts =
       a.maxRestarts >= 0 ? a.maxRestarts : static_cast<int>(config.getInt("run.max_restarts"));
-  if (maxRestarts > 0 && !bigbatch::MpiCommunicator::launchedByMpi()) {
-    return superviseTraining(config, options, workers, maxRestarts, argc, argv);
+  const int minWorkers =
+      a.minWorkers >= 0 ? a.minWorkers : static_cast<int>(config.getInt("run.min_workers"));
+  const bool underMpi = bigbatch::MpiCommunicator::launchedByMpi();
+  BIGBATCH_REQUIRE(minWorkers == 0 || maxRestarts > 0 || underMpi, bigbatch::InvalidArgument,
+                   "--min-workers {} without --max-restarts: fewer workers come only with a "
+                   "restart; add --max-restarts N (e.g. 3)",
+                   minWorkers);
+  if (maxRestarts > 0 && !underMpi) {
+    return superviseTraining(config, options, workers, maxRestarts, minWorkers, argc, argv);
   }
   if (bigbatch::shouldLaunchWorkers(workers)) {
     // Missing data, a run directory in use, a checkpoint that does not fit:

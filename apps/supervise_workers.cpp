@@ -19,6 +19,7 @@
 
 #include "bigbatch/ckpt/atomic_file.h"
 #include "bigbatch/common/error.h"
+#include "bigbatch/train/supervision_env.h"
 #include "launch_workers.h"
 
 namespace bigbatch {
@@ -26,9 +27,6 @@ namespace {
 
 namespace fs = std::filesystem;
 using Clock = std::chrono::steady_clock;
-
-// The first attempt's MLPerf run_start (Unix ms), for the later attempts.
-constexpr const char* kJobRunStartEnv = "BIGBATCH_JOB_RUN_START_MS";
 
 // The process group of the running attempt, for the signal handler.
 std::atomic<pid_t> runningGroup{0};
@@ -41,12 +39,14 @@ void forwardToJob(int signal) {
 
 struct Failure {
   int attempt = 0;          // 1-based
+  int workers = 0;          // the attempt's world size
   std::string cause;        // "exit status 137 (a process ended by signal 9: Killed)"
   int rank = -1;            // the rank the job's messages named first; -1: none
   std::string host;         // where mpirun saw it end, when it says
   std::string reason;       // the first error line of the attempt ("bigbatch: error: ...")
   int status = 0;           // the exit status, or 128 + the signal
   double seconds = 0;       // into the attempt
+  int64_t failedAtStep = -1;  // the last step the attempt finished (rank 0); -1: unknown
   int64_t resumeStep = -1;  // the checkpoint the next attempt starts from; -1: the start
   int64_t endedAtMs = 0;    // when the attempt's last process was gone (Unix ms)
 };
@@ -154,7 +154,7 @@ void endGroup(pid_t group) {
 
 // Starts mpirun for one attempt in a new process group and waits for it;
 // what its messages say about a failure goes into `f`.
-int runAttempt(const std::vector<std::string>& command, const SupervisorSettings& s, Failure& f) {
+int runAttempt(const std::vector<std::string>& command, int workers, Failure& f) {
   std::fflush(stdout);
   std::fflush(stderr);
   int errPipe[2];
@@ -170,7 +170,7 @@ int runAttempt(const std::vector<std::string>& command, const SupervisorSettings
     for (const auto& a : command) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     execvp("mpirun", args.data());
-    std::fprintf(stderr, "bigbatch: error: cannot start mpirun for %d workers: %s\n", s.workers,
+    std::fprintf(stderr, "bigbatch: error: cannot start mpirun for %d workers: %s\n", workers,
                  std::strerror(errno));
     _exit(127);
   }
@@ -185,6 +185,25 @@ int runAttempt(const std::vector<std::string>& command, const SupervisorSettings
   runningGroup = 0;
   reader.into(f);
   return wstatus;
+}
+
+// The step the attempt's rank 0 last wrote to `path` (step_marker.h);
+// -1 when it wrote none.
+int64_t lastStepIn(const fs::path& path) {
+  std::ifstream in(path);
+  long long step = -1;
+  if (!(in >> step)) return -1;
+  return step;
+}
+
+// The newest failure and the one before it, in consecutive attempts on
+// the same world, name the same rank: restarting did not bring it back.
+bool workerIsLost(const std::vector<Failure>& failures) {
+  if (failures.size() < 2) return false;
+  const Failure& now = failures.back();
+  const Failure& before = failures[failures.size() - 2];
+  return now.rank >= 0 && now.rank == before.rank && now.workers == before.workers &&
+         now.attempt == before.attempt + 1;
 }
 
 // The time_ms of the MLPerf run_start in `runDir`/mlperf.log; 0: none yet
@@ -214,13 +233,17 @@ nlohmann::ordered_json failuresJson(const std::vector<Failure>& failures) {
   for (const Failure& f : failures) {
     nlohmann::ordered_json j;
     j["attempt"] = f.attempt;
+    j["workers"] = f.workers;
     j["cause"] = f.cause;
     j["rank"] = f.rank;
     j["host"] = f.host;
     j["reason"] = f.reason;
     j["exit_status"] = f.status;
     j["seconds"] = f.seconds;
+    j["failed_at_step"] = f.failedAtStep;
     j["resumed_from_step"] = f.resumeStep;
+    // The work the failure cost: steps done since the checkpoint resumed from.
+    j["steps_lost"] = f.failedAtStep < 0 ? -1 : f.failedAtStep - std::max<int64_t>(f.resumeStep, 0);
     j["ended_at_unix_ms"] = f.endedAtMs;
     list.push_back(j);
   }
@@ -247,8 +270,8 @@ void addRestartsToSummary(const std::string& runDir, const std::vector<Failure>&
 // after a failure `--resume auto` (or a fresh start when no checkpoint was
 // written yet).
 std::vector<std::string> attemptArguments(int argc, char** argv, const SupervisorSettings& s,
-                                          int attempt, bool fromCheckpoint) {
-  std::vector<std::string> dropped = {"--workers", "--max-restarts", "--run-dir"};
+                                          int attempt, bool fromCheckpoint, int world) {
+  std::vector<std::string> dropped = {"--workers", "--max-restarts", "--min-workers", "--run-dir"};
   std::vector<std::string> flags;
   if (attempt > 1) {
     dropped.push_back("--resume");
@@ -259,10 +282,38 @@ std::vector<std::string> attemptArguments(int argc, char** argv, const Superviso
   if (attempt > 1 && fromCheckpoint) args.insert(args.end(), {"--resume", "auto"});
   if (attempt > 1 && !fromCheckpoint) args.push_back("--overwrite");
   args.insert(args.end(), {"--run-dir", s.runDir});
+  // Fewer workers: the same global batch (a resume sets this itself from
+  // the checkpoint; a fresh start needs it said).
+  if (world != s.workers) {
+    args.insert(args.end(),
+                {"--set", fmt::format("train.accumulation_steps={}", accumulationFor(s, world))});
+  }
   return args;
 }
 
 }  // namespace
+
+int64_t accumulationFor(const SupervisorSettings& s, int world) {
+  return s.globalBatch / (s.batchPerRank * world);
+}
+
+void checkWorldsKeepBatch(const SupervisorSettings& s) {
+  const int minWorkers = s.minWorkers > 0 ? s.minWorkers : s.workers;
+  BIGBATCH_REQUIRE(minWorkers <= s.workers, InvalidArgument,
+                   "--min-workers {} is above --workers {}: the job cannot grow; give "
+                   "--min-workers at most {}",
+                   minWorkers, s.workers, s.workers);
+  for (int world = s.workers - 1; world >= minWorkers; --world) {
+    BIGBATCH_REQUIRE(
+        s.globalBatch % (s.batchPerRank * world) == 0, InvalidArgument,
+        "--min-workers {}: on {} worker(s) the global batch {} is not a multiple of {} x "
+        "train.batch_size {} = {}, so losing a worker would change the recipe; give a "
+        "--min-workers above {}, or a global batch that every world from {} to {} workers "
+        "divides (e.g. train.batch_size 32 with train.accumulation_steps 2 on 3 workers: 192)",
+        minWorkers, world, s.globalBatch, world, s.batchPerRank, world * s.batchPerRank, world,
+        minWorkers, s.workers);
+  }
+}
 
 int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
   struct sigaction forward {};
@@ -273,15 +324,27 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
 
   std::vector<Failure> failures;
   bool fromCheckpoint = false;
+  int world = s.workers;
+  const int minWorkers = s.minWorkers > 0 ? s.minWorkers : s.workers;
+  // What every attempt's workers read: which attempt they are (fault.attempts),
+  // where rank 0 marks its steps.
+  const fs::path stepFile = fs::path(s.runDir) / ".supervisor_step";
+  setenv(kStepFileEnv, stepFile.c_str(), 1);
+  std::error_code ignored;
   for (int attempt = 1;; ++attempt) {
-    const auto command = workerLaunch(s.workers, s.threadsPerRank,
-                                      attemptArguments(argc, argv, s, attempt, fromCheckpoint));
+    setenv(kRestartCountEnv, std::to_string(attempt - 1).c_str(), 1);
+    fs::remove(stepFile, ignored);
+    const auto command = workerLaunch(
+        world, s.threadsPerRank, attemptArguments(argc, argv, s, attempt, fromCheckpoint, world));
     const auto start = Clock::now();
     Failure f;
-    const int wstatus = runAttempt(command, s, f);
+    const int wstatus = runAttempt(command, world, f);
     f.attempt = attempt;
+    f.workers = world;
     f.cause = describeStatus(wstatus, f.status);
+    f.failedAtStep = lastStepIn(stepFile);
     if (f.status == 0) {
+      fs::remove(stepFile, ignored);
       if (!failures.empty()) {
         addRestartsToSummary(s.runDir, failures);
         std::fprintf(stderr, "bigbatch: the job finished after %zu restart(s)\n", failures.size());
@@ -291,6 +354,7 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
     if (interruptedBy != 0) {
       std::fprintf(stderr, "bigbatch: interrupted (signal %d); not restarting\n",
                    interruptedBy.load());
+      fs::remove(stepFile, ignored);
       return f.status;
     }
     f.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -308,6 +372,16 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
     fs::create_directories(s.runDir);
     writeJsonFile(fs::path(s.runDir) / "restarts.json", failuresJson(failures));
     if (attempt > s.maxRestarts) break;
+    if (workerIsLost(failures) && world > minWorkers) {
+      --world;
+      std::fprintf(stderr,
+                   "bigbatch: rank %d failed again right after its restart: it is taken as lost; "
+                   "the job goes on with %d of %d workers (--min-workers %d), global batch %lld "
+                   "kept with %lld accumulation step(s) of %lld per rank\n",
+                   f.rank, world, s.workers, minWorkers, static_cast<long long>(s.globalBatch),
+                   static_cast<long long>(accumulationFor(s, world)),
+                   static_cast<long long>(s.batchPerRank));
+    }
     const std::string from = fromCheckpoint
                                  ? fmt::format("the checkpoint of step {}", f.resumeStep)
                                  : std::string("the start (no checkpoint was written yet)");
@@ -316,6 +390,7 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
                  "restart %d of %d from %s\n",
                  attempt, describe(f).c_str(), f.seconds, attempt, s.maxRestarts, from.c_str());
   }
+  fs::remove(stepFile, ignored);
   std::fprintf(stderr,
                "bigbatch: error: the job failed %zu time(s), giving up after %d restart(s) "
                "(--max-restarts):\n",

@@ -18,9 +18,21 @@
 // exits 1 and prints every failure. SIGINT/SIGTERM to the supervisor go to
 // the job and end it without a restart.
 //
+// Fewer workers (--min-workers M, Horovod elastic's --min-np): a worker
+// that fails again in the attempt right after its restart — the same rank
+// named twice in a row, so a restart on the same world did not bring it
+// back (a lost device, a host gone) — is dropped, and the job goes on with
+// one worker fewer, down to M, from the newest checkpoint. The global batch
+// stays: train.batch_size is kept and the accumulation steps absorb the
+// smaller world (resume on another world size, docs/RELIABILITY.md); the
+// launcher checks before anything starts that every world from M to N
+// divides it. One failure alone never shrinks the job: a transient fault
+// is recovered on the same world, bit-exact.
+//
 // Threading: the main thread only; installs SIGINT/SIGTERM handlers.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace bigbatch {
@@ -29,6 +41,9 @@ struct SupervisorSettings {
   int workers = 1;
   int threadsPerRank = 0;  // run.threads; 0: CPUs / workers
   int maxRestarts = 0;
+  int minWorkers = 0;         // 0: workers (never fewer)
+  int64_t batchPerRank = 0;   // train.batch_size
+  int64_t globalBatch = 0;    // kept when the world shrinks
   std::string runDir;         // every attempt's --run-dir
   std::string checkpointDir;  // where `latest` appears (ckpt.dir, else RUN_DIR/checkpoints)
 };
@@ -36,5 +51,13 @@ struct SupervisorSettings {
 // Runs the job (argv: `bigbatch train ...` as the user typed it) until it
 // succeeds or has failed maxRestarts + 1 times; returns the exit status.
 int superviseWorkers(const SupervisorSettings& settings, int argc, char** argv);
+
+// Throws InvalidArgument, naming --min-workers and the fix, unless every
+// world size from minWorkers to workers keeps the global batch with
+// train.batch_size unchanged (a whole number of accumulation steps).
+void checkWorldsKeepBatch(const SupervisorSettings& settings);
+
+// The accumulation steps that keep the global batch on `world` workers.
+int64_t accumulationFor(const SupervisorSettings& settings, int world);
 
 }  // namespace bigbatch

@@ -13,9 +13,11 @@
 #include "bigbatch/data/sampler.h"
 #include "bigbatch/models/scripted_model.h"
 #include "bigbatch/schedule/piecewise_linear.h"
+#include "bigbatch/train/supervision_env.h"
 #include "evaluation.h"
 #include "model_state.h"
 #include "run_checkpointer.h"
+#include "step_marker.h"
 
 namespace bigbatch::train_detail {
 namespace {
@@ -63,7 +65,8 @@ class EpochLoop {
         recipe_(run.recipe),
         state_(run.state),
         rank_(run.start.rank),
-        worldSize_(run.start.worldSize) {}
+        worldSize_(run.start.worldSize),
+        stepMarker_(run.lead) {}
 
   TrainResult run();
 
@@ -92,6 +95,7 @@ class EpochLoop {
   RunState& state_;
   const int rank_, worldSize_;
   Clock::time_point runStart_;
+  StepMarker stepMarker_;  // for the supervisor (--max-restarts)
   bool paused_ = false;  // train.stop_after_epoch ended this invocation
 };
 
@@ -101,7 +105,7 @@ class EpochLoop {
 // includes the work the failure lost and the restart, as the user waited
 // for them.
 void EpochLoop::continueJobClock() {
-  const char* first = std::getenv("BIGBATCH_JOB_RUN_START_MS");
+  const char* first = std::getenv(kJobRunStartEnv);
   if (first == nullptr || !run_.start.resume) return;
   const int64_t nowMs = std::chrono::duration_cast<std::chrono::milliseconds>(
                             std::chrono::system_clock::now().time_since_epoch())
@@ -196,6 +200,7 @@ void EpochLoop::trainOneStep(DeviceFeed& feed, int64_t stepsInEpoch, EpochSteps&
   if (!stepped.applied) ++s.epochSkipped;
   ++s.stepInEpoch;
   ++s.globalStep;
+  stepMarker_.record(s.globalStep);
   if (options_.onStep) {
     const double global = job().allreduceSum({stepped.lossSum})[0];
     // A skipped step reports NaN: its loss did not move the weights.
@@ -245,6 +250,7 @@ std::optional<std::pair<double, double>> EpochLoop::evaluateIfDue(double& evalS)
                               : evaluateSourceShard(*run_.model, data.test, data.evalAugment,
                                                     run_.input.pipeline, evalSettings);
   if (!own.empty()) restoreFloatBuffers(*run_.model, own);
+  run_.fault->injectIfDue("evaluation", state_.globalStep);
   const auto sums =
       job().allreduceSum({static_cast<double>(mine.top1), static_cast<double>(mine.top5),
                           static_cast<double>(mine.samples)});
@@ -353,6 +359,7 @@ bool EpochLoop::stopOrCheckpoint(const EpochRecord& record) {
 // model's model.jit.pt) and summary.json.
 TrainResult EpochLoop::finish() {
   const bool lead = run_.lead;
+  run_.checkpointer->flush();  // the last checkpoint on disk before the run reports done
   RunDir* runDir = run_.start.runDir.get();
   if (Timeline* tl = run_.exchange.timeline.get()) {
     // Rank 0 collects every rank's events into one file.
@@ -404,6 +411,9 @@ TrainResult EpochLoop::finish() {
   facts.optimizerStateBytes = optimizer.stateBytes();
   facts.model = recipe_.modelName;
   facts.parameters = countParameters(*run_.model);
+  facts.checkpoints = run_.checkpointer->saves();
+  facts.checkpointWaitS = run_.checkpointer->waitSeconds();
+  facts.checkpointBackground = recipe_.ckpt.background;
   ddp().waitWeights();
   // Rank 0's weights and BatchNorm statistics, readable by torch.load.
   if (runDir) saveStateDict(*run_.model, runDir->file("model.pt"));

@@ -1,8 +1,21 @@
-// fault.kind at fault.step on fault.rank: the failures docs/RELIABILITY.md
-// measures (throw, abort, sigkill, hang; "nan" and "nan_input" return and the
-// trainer makes this rank's loss, or its batch, NaN). Prints "bigbatch:
-// injecting fault ..." to stderr
-// first. Internal to src/train; called from the trainer thread.
+// Fault injection (fault.*): the failures docs/RELIABILITY.md and the fault
+// campaign (bench/fault_campaign.sh) measure. At optimizer step fault.step,
+// rank fault.rank throws, aborts, SIGKILLs itself or hangs ("nan" and
+// "nan_input" return, and the step makes this rank's loss, or its batch,
+// NaN) — where fault.during says:
+//   step        as the step begins;
+//   exchange    after the step's last backward, with its gradient buckets
+//               in flight on the communication thread;
+//   evaluation  in the first evaluation after the step, between this
+//               rank's shard and the allreduce of the counts;
+//   checkpoint  in the first checkpoint after the step, right after rank 0
+//               handed it to its background writer (the write in flight).
+// fault.attempts N > 0 arms it only in a supervised job's first N attempts
+// (BIGBATCH_RESTART_COUNT, set by --max-restarts, below N): a transient
+// fault that a restart recovers from. Prints "bigbatch: injecting fault
+// ..." to stderr first.
+//
+// Internal to src/train. Threading: the training thread.
 #pragma once
 
 #include <cstdint>
@@ -10,6 +23,38 @@
 
 namespace bigbatch::train_detail {
 
-void injectFault(const std::string& kind, int rank, int64_t step);
+// The fault.* keys, typed.
+struct FaultPlan {
+  std::string kind = "none";
+  int rank = 0;
+  int64_t step = 1;
+  std::string during = "step";
+  int64_t attempts = 0;  // 0: every attempt
+};
+
+class FaultInjector {
+ public:
+  // Throws InvalidArgument for a NaN fault anywhere but at a step.
+  FaultInjector(FaultPlan plan, int rank);
+
+  // Whether the planned fault is due at `site` (a fault.during value) at
+  // optimizer step `step` — exactly that step for "step" and "exchange",
+  // the first call at or after it for "evaluation" and "checkpoint". True
+  // at most once per process.
+  bool due(const char* site, int64_t step);
+  // The fault itself, now; returns only for the NaN kinds (the caller
+  // poisons its loss or batch).
+  void inject(const char* site, int64_t step);
+  // inject() when due().
+  void injectIfDue(const char* site, int64_t step) {
+    if (due(site, step)) inject(site, step);
+  }
+  const std::string& kind() const { return plan_.kind; }
+
+ private:
+  const FaultPlan plan_;
+  const int rank_;
+  bool armed_;
+};
 
 }  // namespace bigbatch::train_detail

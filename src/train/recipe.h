@@ -24,6 +24,7 @@
 #include "bigbatch/optim/optimizer.h"
 #include "bigbatch/schedule/batch_schedule.h"
 #include "bigbatch/schedule/lr_schedule.h"
+#include "fault_injection.h"
 #include "train_step.h"
 #include "training_data.h"
 
@@ -41,6 +42,7 @@ struct CheckpointPlan {
   int keep = 2;
   int64_t everyEpochs = 1;  // 0: only at the end
   int64_t everySteps = 0;   // 0: none mid-epoch
+  bool background = true;   // the write behind the step (ckpt/background_writer.h)
 };
 
 // Everything the training run reads from its config, typed. The model's
@@ -93,8 +95,9 @@ struct RunRecipe {
   std::string compressionName = "none";         // ddp.compression, as written
   std::string gpuExchange;                      // ddp.gpu_exchange, as written
   double timeoutS = 60;                         // comm.timeout_s
-  StepSettings step;  // accumulation, BN groups, label smoothing, faults, ...
+  StepSettings step;  // accumulation, BN groups, label smoothing, ...
   CheckpointPlan ckpt;
+  FaultPlan fault;
   MlperfSubmission mlperf;
 };
 

@@ -104,6 +104,14 @@ std::vector<RecipeKey> runKeys() {
         "--max-restarts overrides it (README, \"Checkpoints and failures\")",
         0.0, 1000.0),
        readWhereUsed("the launcher (apps/), before any rank")},
+      {F("run.min_workers", T::kInt, int64_t{0},
+        "under run.max_restarts: a worker that fails again right after its restart is taken "
+        "as lost and the job goes on with one fewer, down to this many, global batch kept "
+        "(train.batch_size stays, accumulation absorbs it; every world from this to "
+        "run.workers must divide the global batch); 0: never fewer; --min-workers overrides "
+        "it (docs/RELIABILITY.md, \"Fewer workers\")",
+        0.0, 4096.0),
+       readWhereUsed("the launcher (apps/), before any rank")},
   };
 }
 
@@ -303,6 +311,11 @@ std::vector<RecipeKey> ckptKeys() {
        to(&RunRecipe::ckpt, &CheckpointPlan::everySteps)},
       {F("ckpt.keep", T::kInt, int64_t{2}, "checkpoints kept (the newest)", 1.0, 100000.0),
        to(&RunRecipe::ckpt, &CheckpointPlan::keep)},
+      {F("ckpt.background", T::kBool, true,
+        "write checkpoints behind training: the step waits only for a copy of the state in "
+        "memory, the write (still atomic) runs on a thread of its own; false: the step waits "
+        "for the file (docs/RELIABILITY.md, \"Checkpoint cost\")"),
+       to(&RunRecipe::ckpt, &CheckpointPlan::background)},
       {F("ckpt.dir", T::kString, std::string(""),
         "checkpoint directory; empty: <run directory>/checkpoints"),
        to(&RunRecipe::ckpt, &CheckpointPlan::dir)},
@@ -316,12 +329,23 @@ std::vector<RecipeKey> faultKeys() {
         "fault injection for tests: at optimizer step fault.step, rank fault.rank throws, "
         "aborts, SIGKILLs itself, hangs, gets a NaN loss (nan) or a NaN batch (nan_input)",
         {}, {}, {"none", "throw", "abort", "sigkill", "hang", "nan", "nan_input"}),
-       to(&RunRecipe::step, &StepSettings::faultKind)},
+       to(&RunRecipe::fault, &FaultPlan::kind)},
       {F("fault.rank", T::kInt, int64_t{0}, "rank that injects the fault", 0.0, 1e6),
-       to(&RunRecipe::step, &StepSettings::faultRank)},
+       to(&RunRecipe::fault, &FaultPlan::rank)},
       {F("fault.step", T::kInt, int64_t{1}, "1-based optimizer step at which the fault fires", 1.0,
         1e12),
-       to(&RunRecipe::step, &StepSettings::faultStep)},
+       to(&RunRecipe::fault, &FaultPlan::step)},
+      {F("fault.during", T::kString, std::string("step"),
+        "where the fault fires: as step fault.step begins (step), with its gradients in flight "
+        "(exchange), in the first evaluation (evaluation) or checkpoint write (checkpoint) at or "
+        "after it; NaN faults only at a step",
+        {}, {}, {"step", "exchange", "evaluation", "checkpoint"}),
+       to(&RunRecipe::fault, &FaultPlan::during)},
+      {F("fault.attempts", T::kInt, int64_t{0},
+        "under --max-restarts, fire only in the first N attempts (a transient fault the restart "
+        "recovers from); 0: every attempt",
+        0.0, 1000.0),
+       to(&RunRecipe::fault, &FaultPlan::attempts)},
   };
 }
 

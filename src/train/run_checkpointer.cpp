@@ -8,46 +8,77 @@
 
 namespace bigbatch::train_detail {
 
+namespace {
+
+double secondsSince(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
 RunCheckpointer::RunCheckpointer(torch::nn::Module& model, DistributedDataParallel& ddp,
-                                 JobCollectives& job, const Optimizer& optimizer, const Config& config, bool lead,
-                                 const std::string& dir, int keep, int worldSize,
+                                 JobCollectives& job, const Optimizer& optimizer,
+                                 const Config& config, FaultInjector& fault, bool lead,
+                                 const std::string& dir, int keep, bool background, int worldSize,
                                  int64_t globalBatch)
     : model_(model),
       ddp_(ddp),
       job_(job),
       optimizer_(optimizer),
       config_(config),
+      fault_(fault),
       worldSize_(worldSize),
-      globalBatch_(globalBatch) {
-  if (lead) dir_ = std::make_unique<CheckpointDir>(dir, keep);
+      globalBatch_(globalBatch),
+      background_(background) {
+  if (lead) {
+    writer_ =
+        std::make_unique<BackgroundCheckpointWriter>(std::make_unique<CheckpointDir>(dir, keep));
+  }
 }
 
 void RunCheckpointer::save(const RunState& state) {
+  const auto t0 = std::chrono::steady_clock::now();
+  ++saves_;
   ddp_.waitWeights();  // partitioned: the last step's all-gather
   const auto parts = job_.gatherToRoot(packRankState(model_, ddp_.codecState()));
   const auto sums = job_.allreduceSum(
       {state.epochTally.lossSum, state.epochTally.correct, state.epochTally.seen});
   // Collective when partitioned: every rank's slices, made whole.
   NamedTensors optimizerState = wholeOptimizerState(optimizer_, ddp_);
-  if (!dir_) return;
+  if (writer_) {
+    Checkpoint k;
+    k.config = config_.toToml();
+    k.worldSize = worldSize_;
+    k.globalBatch = globalBatch_;
+    k.epoch = state.epoch;
+    k.stepInEpoch = state.stepInEpoch;
+    k.globalStep = state.globalStep;
+    k.parameters = namedTensors(model_.named_parameters());
+    unpackRankStates(parts, k);
+    k.optimizer = std::move(optimizerState);
+    k.counters = state.toCounters({sums[0], sums[1], sums[2]});
+    // The allreduce algorithms tuning chose: a resume keeps them (bit-exact
+    // on 3+ ranks, where algorithms sum in different orders).
+    for (const auto& [name, value] : ddp_.allreduceTuning()) k.counters[name] = value;
+    // In the background, the next step changes the weights and the
+    // optimizer state in place: the writer gets copies of its own.
+    writer_->submit(background_ ? snapshotCheckpoint(k) : std::move(k));
+    if (!background_) writer_->wait();
+    log().debug("checkpoint of step {}: training waited {:.4f} s for it{}", state.globalStep,
+                secondsSince(t0), background_ ? " (writing it in the background)" : "");
+  }
+  waitS_ += secondsSince(t0);
+  fault_.injectIfDue("checkpoint", state.globalStep);  // rank 0's write in flight
+}
+
+void RunCheckpointer::flush() {
+  if (!writer_) return;
   const auto t0 = std::chrono::steady_clock::now();
-  Checkpoint k;
-  k.config = config_.toToml();
-  k.worldSize = worldSize_;
-  k.globalBatch = globalBatch_;
-  k.epoch = state.epoch;
-  k.stepInEpoch = state.stepInEpoch;
-  k.globalStep = state.globalStep;
-  k.parameters = namedTensors(model_.named_parameters());
-  unpackRankStates(parts, k);
-  k.optimizer = std::move(optimizerState);
-  k.counters = state.toCounters({sums[0], sums[1], sums[2]});
-  // The allreduce algorithms tuning chose: a resume keeps them (bit-exact on
-  // 3+ ranks, where algorithms sum in different orders).
-  for (const auto& [name, value] : ddp_.allreduceTuning()) k.counters[name] = value;
-  const std::string path = dir_->save(k);
-  log().debug("checkpoint {} written in {:.3f} s", path,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+  writer_->wait();
+  waitS_ += secondsSince(t0);
+  if (!writer_->lastPath().empty()) {
+    log().debug("checkpoint {} written in {:.3f} s", writer_->lastPath(), writer_->lastSeconds());
+  }
 }
 
 }  // namespace bigbatch::train_detail

@@ -5,7 +5,9 @@
 // the data order, the run's totals and the allreduce's tuning (counters
 // "allreduce_tuning.*"), and writes one file through
 // CheckpointDir (temporary file, fsync, rename, then `latest`; the newest
-// `ckpt.keep` are kept).
+// `ckpt.keep` are kept). With ckpt.background (the default) the step waits
+// only for a snapshot of that state and the write goes on behind it
+// (ckpt/background_writer.h); flush() waits for it.
 //
 // Internal to src/train. save() is a collective: every rank calls it at the
 // same step, from the training thread.
@@ -17,9 +19,11 @@
 #include <memory>
 #include <string>
 
+#include "bigbatch/ckpt/background_writer.h"
 #include "bigbatch/ckpt/checkpoint.h"
 #include "bigbatch/common/config.h"
 #include "bigbatch/ddp/distributed_data_parallel.h"
+#include "fault_injection.h"
 #include "bigbatch/optim/optimizer.h"
 #include "run_state.h"
 #include "train_step.h"
@@ -30,12 +34,19 @@ class RunCheckpointer {
  public:
   // `dir` and `keep` matter on rank 0 only (`lead`), which alone writes.
   RunCheckpointer(torch::nn::Module& model, DistributedDataParallel& ddp, JobCollectives& job,
-                  const Optimizer& optimizer, const Config& config, bool lead,
-                  const std::string& dir, int keep, int worldSize, int64_t globalBatch);
+                  const Optimizer& optimizer, const Config& config, FaultInjector& fault,
+                  bool lead, const std::string& dir, int keep, bool background, int worldSize,
+                  int64_t globalBatch);
 
   // Collective: a snapshot of `state` (its epoch tally summed over the
   // ranks) with every rank's BatchNorm buffers and RNG state.
   void save(const RunState& state);
+  // Returns once the last checkpoint is on disk (rethrows a write's error).
+  void flush();
+  // The checkpoints saved, and the seconds training waited for them in
+  // save() and flush() (summary.json's checkpoint_wait_s).
+  int64_t saves() const { return saves_; }
+  double waitSeconds() const { return waitS_; }
 
  private:
   torch::nn::Module& model_;
@@ -43,9 +54,13 @@ class RunCheckpointer {
   JobCollectives& job_;
   const Optimizer& optimizer_;
   const Config& config_;
+  FaultInjector& fault_;
   const int worldSize_;
   const int64_t globalBatch_;
-  std::unique_ptr<CheckpointDir> dir_;  // rank 0 only
+  const bool background_;
+  std::unique_ptr<BackgroundCheckpointWriter> writer_;  // rank 0 only
+  int64_t saves_ = 0;
+  double waitS_ = 0;
 };
 
 }  // namespace bigbatch::train_detail

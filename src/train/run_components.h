@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "bigbatch/common/config.h"
+#include "fault_injection.h"
 #include "recipe.h"
 #include "run_start.h"
 #include "run_state.h"
@@ -84,6 +85,7 @@ struct RunComponents {
   double elapsedBefore = 0;  // run seconds of the sessions before a resume
   RunOptimization optimization;
   RunInput input;
+  std::unique_ptr<FaultInjector> fault;  // fault.*
   std::unique_ptr<RunCheckpointer> checkpointer;
   std::unique_ptr<TrainStep> step;
 };

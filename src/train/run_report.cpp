@@ -98,6 +98,9 @@ nlohmann::ordered_json summaryJson(const TrainResult& result, const RunFacts& fa
   summary["optimizer_state_bytes"] = facts.optimizerStateBytes;
   summary["model"] = facts.model;
   summary["parameters"] = facts.parameters;
+  summary["checkpoints"] = facts.checkpoints;
+  summary["checkpoint_wait_s"] = facts.checkpointWaitS;
+  summary["checkpoint_background"] = facts.checkpointBackground;
   summary["first_epoch_loss"] = result.firstLoss;
   summary["last_epoch_loss"] = result.lastLoss;
   return summary;

@@ -69,6 +69,11 @@ struct RunFacts {
   int64_t optimizerStateBytes = 0;  // rank 0's optimizer state (1/N of it when partitioned)
   std::string model;
   int64_t parameters = 0;
+  // This session's checkpoints (a resumed run's since its resume) and the
+  // seconds its steps waited for them, the final one's write included.
+  int64_t checkpoints = 0;
+  double checkpointWaitS = 0;
+  bool checkpointBackground = true;  // ckpt.background
 };
 
 nlohmann::ordered_json summaryJson(const TrainResult& result, const RunFacts& facts);

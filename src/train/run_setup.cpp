@@ -243,7 +243,8 @@ std::unique_ptr<RunCheckpointer> makeCheckpointer(const RunComponents& run) {
       recipe.ckpt.dir.empty() && run.lead ? run.start.runDir->file("checkpoints") : recipe.ckpt.dir;
   return std::make_unique<RunCheckpointer>(
       *run.model, *run.exchange.ddp, *run.exchange.job, *run.optimization.optimizer, run.config,
-      run.lead, dir, recipe.ckpt.keep, run.start.worldSize, recipe.globalBatch);
+      *run.fault, run.lead, dir, recipe.ckpt.keep, recipe.ckpt.background, run.start.worldSize,
+      recipe.globalBatch);
 }
 
 std::unique_ptr<TrainStep> makeStep(const RunComponents& run) {
@@ -252,7 +253,7 @@ std::unique_ptr<TrainStep> makeStep(const RunComponents& run) {
   const RunExchange& x = run.exchange;
   return std::make_unique<TrainStep>(*run.model, *x.ddp, *x.job, *run.optimization.optimizer,
                                      run.optimization.scaler.get(), *x.stallGuard, x.timeline.get(),
-                                     run.start.rank, settings);
+                                     *run.fault, run.start.rank, settings);
 }
 
 // The optimizer steps after warmup in the epoch budget (MLPerf's
@@ -346,6 +347,7 @@ std::unique_ptr<RunComponents> setUpRun(const Config& config, const TrainOptions
   run.optimization =
       prepareOptimization(*run.model, *run.exchange.ddp, run.recipe, run.start, run.state);
   run.input = prepareInput(run.recipe, run.data, run.start.device);
+  run.fault = std::make_unique<FaultInjector>(run.recipe.fault, run.start.rank);
   run.checkpointer = makeCheckpointer(run);
   run.step = makeStep(run);
 

@@ -60,8 +60,8 @@ torch::Tensor forwardGroups(ImageClassifierImpl& model, const torch::Tensor& ima
 }
 
 TrainStep::TrainStep(ImageClassifierImpl& model, DistributedDataParallel& ddp, JobCollectives& job,
-                     Optimizer& optimizer, DynamicLossScaler* scaler, StallGuard& guard, Timeline* timeline, int rank,
-                     StepSettings settings)
+                     Optimizer& optimizer, DynamicLossScaler* scaler, StallGuard& guard,
+                     Timeline* timeline, FaultInjector& fault, int rank, StepSettings settings)
     : model_(model),
       ddp_(ddp),
       job_(job),
@@ -69,6 +69,7 @@ TrainStep::TrainStep(ImageClassifierImpl& model, DistributedDataParallel& ddp, J
       scaler_(scaler),
       guard_(guard),
       timeline_(timeline),
+      fault_(fault),
       rank_(rank),
       settings_(std::move(settings)) {
   if (KfacPreconditioner* kfac = optimizer_.kfac()) {
@@ -87,9 +88,8 @@ TrainStep::TrainStep(ImageClassifierImpl& model, DistributedDataParallel& ddp, J
 StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepHyper& hyper,
                            StepTimes& times, StepTally& tally) {
   guard_.enter(at.globalStep, Heartbeat::kCompute);
-  const bool faultNow = settings_.faultKind != "none" && rank_ == settings_.faultRank &&
-                        at.globalStep == settings_.faultStep;
-  if (faultNow) injectFault(settings_.faultKind, rank_, at.globalStep);
+  const bool faultNow = fault_.due("step", at.globalStep);
+  if (faultNow) fault_.inject("step", at.globalStep);
   if (timeline_) timeline_->setStep(at.globalStep);
   const bool tracing = timeline_ && timeline_->active();
   const auto lossOptions = torch::nn::functional::CrossEntropyFuncOptions()
@@ -104,7 +104,7 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
   // queue any of backward.
   std::vector<torch::Tensor> sums;  // {loss sum, hits} per micro-batch, kDouble
   std::vector<double> sizes;
-  const bool injectNan = faultNow && settings_.faultKind == "nan";
+  const bool injectNan = faultNow && fault_.kind() == "nan";
   // train.nonfinite = skip: the BatchNorm running statistics as they were
   // before this step's forwards, put back if a non-finite loss skips the
   // step — a NaN batch would otherwise leave NaN statistics behind, and
@@ -126,7 +126,7 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
                    at.stepInEpoch, at.epoch);
     if (batch.size() == 0) continue;
     torch::Tensor images = batch.images;  // on the model's device
-    if (faultNow && settings_.faultKind == "nan_input") {
+    if (faultNow && fault_.kind() == "nan_input") {
       images = images * std::numeric_limits<double>::quiet_NaN();  // a corrupt batch
     }
     const torch::Tensor& labels = batch.labels;
@@ -167,6 +167,7 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
 
   const auto tWait = Clock::now();
   guard_.enter(at.globalStep, Heartbeat::kExchange);
+  fault_.injectIfDue("exchange", at.globalStep);  // the buckets in flight
   times.comm += ddp_.finishBackward();
   const auto t4 = Clock::now();
   // The optimizer unscales the gradients as it reads them, and its norm pass

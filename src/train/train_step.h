@@ -32,6 +32,7 @@
 #include "bigbatch/optim/optimizer.h"
 #include "bigbatch/train/timeline.h"
 #include "device_feed.h"
+#include "fault_injection.h"
 #include "stall_guard.h"
 
 namespace bigbatch::train_detail {
@@ -66,11 +67,6 @@ struct StepSettings {
   // activations and output gradients feed the factors — the first ones of
   // the step's first micro-batch and BatchNorm group.
   int64_t kfacSamples = 128;
-  // fault.* (tests and docs/RELIABILITY.md): at global step faultStep, rank
-  // faultRank injects faultKind ("none": never).
-  std::string faultKind = "none";
-  int faultRank = 0;
-  int64_t faultStep = 1;
 };
 
 // Where a step sits: for messages, the heartbeat and the loss's divisor.
@@ -91,8 +87,8 @@ class TrainStep {
   // Every reference must outlive the TrainStep; timeline and scaler may be null.
   TrainStep(ImageClassifierImpl& model, DistributedDataParallel& ddp, JobCollectives& job,
             Optimizer& optimizer,
-            DynamicLossScaler* scaler, StallGuard& guard, Timeline* timeline, int rank,
-            StepSettings settings);
+            DynamicLossScaler* scaler, StallGuard& guard, Timeline* timeline,
+            FaultInjector& fault, int rank, StepSettings settings);
 
   // One optimizer step on the accumulation's micro-batches from `feed`.
   StepOutcome run(DeviceFeed& feed, const StepPosition& at, const StepHyper& hyper,
@@ -113,6 +109,7 @@ class TrainStep {
   DynamicLossScaler* scaler_;
   StallGuard& guard_;
   Timeline* timeline_;
+  FaultInjector& fault_;
   const int rank_;
   const StepSettings settings_;
   std::unique_ptr<LayerRowsTap> kfacTap_;  // feeds K-FAC; null without it

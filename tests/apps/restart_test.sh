@@ -4,7 +4,11 @@
 #      supervisor ends every process of the attempt, restarts the job from
 #      the newest checkpoint, and the run finishes with model.pt
 #      byte-identical to an uninterrupted run's; summary.json lists the
-#      failure under `restarts`; no process of the job is left;
+#      failure under `restarts`, with the step it happened at and the steps
+#      it cost; no process of the job is left; then three more trials
+#      with a random rank killed at a random step, and one with rank 0
+#      killed while its background checkpoint write is in flight
+#      (fault.during = checkpoint, fault.attempts = 1): byte-identical too;
 #      the same for a rank stopped with SIGSTOP: the stall is named (after
 #      comm.timeout_s), the job ends, the supervisor kills the stopped rank
 #      with the rest and restarts;
@@ -26,21 +30,24 @@ left_over() { pgrep -f -- "$1" >/dev/null; }
 shm_before=$(ls /dev/shm | sort)
 shm_left() { comm -13 <(echo "$shm_before") <(ls /dev/shm | sort) | grep .; }
 
-# signal_after_checkpoint SUPERVISOR RUN_DIR SIGNAL: once RUN_DIR's newest
-# checkpoint is of step 10 or later, sends SIGNAL to one rank (a child of
-# the supervisor's mpirun); sets `victim`.
+# signal_after_checkpoint SUPERVISOR RUN_DIR SIGNAL [FROM_STEP [DELAY [WHICH]]]:
+# once RUN_DIR's newest checkpoint is of step FROM_STEP (default 10) or
+# later, waits DELAY seconds (default 0) and sends SIGNAL to one rank (a
+# child of the supervisor's mpirun: the newest, or the oldest with WHICH =
+# -o); sets `victim`.
 signal_after_checkpoint() {
-  local step=
+  local step= from=${4:-10} delay=${5:-0} which=${6:--n}
   for _ in $(seq 1 1200); do
     step=$(sed -n 's/^ckpt-0*\([0-9][0-9]*\)\.pt$/\1/p' "$2/checkpoints/latest" 2>/dev/null)
-    [ -n "$step" ] && [ "$step" -ge 10 ] && break
+    [ -n "$step" ] && [ "$step" -ge "$from" ] && break
     sleep 0.1
   done
   [ -n "$step" ] || fail "no checkpoint appeared in $2"
-  victim=$(pgrep -P "$(pgrep -P "$1" -n)" -n)  # the supervisor's mpirun's newest rank
+  sleep "$delay"
+  victim=$(pgrep -P "$(pgrep -P "$1" -n)" "$which")  # one of the supervisor's mpirun's ranks
   [ -n "$victim" ] || fail "no rank found"
   kill -"$3" "$victim"
-  echo "SIG$3 to rank pid $victim after the checkpoint of step $step"
+  echo "SIG$3 to rank pid $victim, $delay s after the checkpoint of step $step"
 }
 
 # expect_recovered SUPERVISOR RUN_DIR: the job ends, exit 0, with the
@@ -69,8 +76,11 @@ grep -q "restart 1 of 2 from the checkpoint of step" "$dir/log" || fail "the res
 /usr/bin/python3 - "$dir/restarted/summary.json" <<'PY' || fail "summary.json lacks the restart"
 import json, sys
 r = json.load(open(sys.argv[1]))["restarts"]
-assert len(r) == 1 and r[0]["attempt"] == 1 and r[0]["resumed_from_step"] >= 10, r
 print("restarts:", r)
+assert len(r) == 1 and r[0]["attempt"] == 1 and r[0]["resumed_from_step"] >= 10, r
+f = r[0]
+assert f["failed_at_step"] >= f["resumed_from_step"], f
+assert f["steps_lost"] == f["failed_at_step"] - f["resumed_from_step"] and f["steps_lost"] < 10, f
 PY
 # Its time to train runs on the wall clock from the first attempt's
 # run_start to the last attempt's run_stop, the restart included.
@@ -97,7 +107,38 @@ start = next(int(re.search(r'"time_ms": (\d+)', l).group(1)) for l in open(sys.a
 print(f"restart time (attempt's end to the next run_start): {(start - ended) / 1000:.2f} s")
 PY
 
-# 1b. SIGSTOP one rank: a stall, named, then the same recovery.
+# 1a. Three more kills, each of a random rank at a random step.
+for trial in 1 2 3; do
+  from=$((5 * (1 + RANDOM % 7))); delay=0.$((RANDOM % 6)); which=$([ $((RANDOM % 2)) = 0 ] && printf -- -n || printf -- -o)
+  "$bin" train "$config" "${common[@]}" --run-dir "$dir/random$trial" --max-restarts 1 >"$dir/log" 2>&1 &
+  supervisor=$!
+  signal_after_checkpoint "$supervisor" "$dir/random$trial" KILL "$from" "$delay" "$which"
+  expect_recovered "$supervisor" "$dir/random$trial"
+  /usr/bin/python3 -c "import json,sys; f=json.load(open(sys.argv[1]))[0]; print('trial $trial: failed at step', f['failed_at_step'], 'resumed from', f['resumed_from_step'])" \
+    "$dir/random$trial/restarts.json" || fail "trial $trial: no restarts.json"
+  nothing_left "$dir/random$trial"
+done
+
+# 1b. Rank 0 killed while it writes a checkpoint in the background: the
+# resume is from the one before (the atomic write leaves the partial file
+# unseen) or, where the write won the race with the kill, from that one;
+# exact either way.
+"$bin" train "$config" "${common[@]}" --run-dir "$dir/inwrite" --max-restarts 1 \
+  --set fault.kind=sigkill --set fault.rank=0 --set fault.step=30 --set fault.during=checkpoint \
+  --set fault.attempts=1 >"$dir/log" 2>&1
+rc=$?
+[ "$rc" -eq 0 ] || fail "the job killed in a checkpoint write exited $rc"
+cmp "$dir/reference/model.pt" "$dir/inwrite/model.pt" || fail "inwrite: final weights differ from the uninterrupted run's"
+grep -q "injecting fault 'sigkill' on rank 0 at step 30 (during checkpoint)" "$dir/log" || fail "the write was not interrupted"
+/usr/bin/python3 - "$dir/inwrite/restarts.json" <<'PY' || fail "the kill in the write did not resume from an earlier checkpoint"
+import json, sys
+f = json.load(open(sys.argv[1]))[0]
+print("killed in the write of step 30; resumed from", f["resumed_from_step"])
+assert f["resumed_from_step"] in (25, 30) and f["rank"] == 0, f
+PY
+nothing_left "$dir/inwrite"
+
+# 1c. SIGSTOP one rank: a stall, named, then the same recovery.
 "$bin" train "$config" "${common[@]}" --run-dir "$dir/stalled" --max-restarts 1 >"$dir/log" 2>&1 &
 supervisor=$!
 signal_after_checkpoint "$supervisor" "$dir/stalled" STOP

@@ -63,7 +63,7 @@ TEST(RecipeKeys, TheRecipeHoldsWhatTheConfigSays) {
   EXPECT_EQ(r.batchSchedule.lrRule, "sqrt");
   EXPECT_TRUE(r.targetTop5);
   EXPECT_TRUE(r.step.skipNonFinite);
-  EXPECT_EQ(r.step.faultRank, 3);
+  EXPECT_EQ(r.fault.rank, 3);
   EXPECT_EQ(r.mlperf.org, "us");
   EXPECT_TRUE(r.optimizer.checkFinite);
 
