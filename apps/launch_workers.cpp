@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <sstream>
 
 #include "bigbatch/comm/mpi_communicator.h"
 #include "bigbatch/common/cpu_affinity.h"
@@ -18,7 +19,26 @@ namespace {
 // Set by the launcher for its ranks: the CPUs each rank pins itself to.
 constexpr const char* kPinEnv = "BIGBATCH_CPUS_PER_RANK";
 
+// The nodes of the Slurm allocation this process runs in; 0: none.
+int slurmNodes() {
+  const char* nodes = std::getenv("SLURM_JOB_NUM_NODES");
+  return nodes != nullptr ? std::atoi(nodes) : 0;
+}
+
 }  // namespace
+
+std::vector<std::string> mpirunLauncher() {
+  const char* value = std::getenv(kMpirunEnv);
+  if (value == nullptr) return {"mpirun"};
+  std::vector<std::string> words;
+  std::istringstream in(value);
+  for (std::string w; in >> w;) words.push_back(w);
+  BIGBATCH_REQUIRE(!words.empty(), InvalidArgument,
+                   "{} is set but empty: give the launcher that starts the ranks (e.g. "
+                   "{}=\"mpirun --hostfile hosts\"), or unset it to start them on this machine",
+                   kMpirunEnv, kMpirunEnv);
+  return words;
+}
 
 bool shouldLaunchWorkers(int workers) { return workers > 1 && !MpiCommunicator::launchedByMpi(); }
 
@@ -48,6 +68,15 @@ std::vector<std::string> workerLaunch(int workers, int threadsPerRank,
   int pin = 0;
   std::vector<std::string> args =
       mpirunArguments(workers, threadsPerRank, cpus, geteuid() == 0, &pin);
+  if (std::getenv(kMpirunEnv) != nullptr) {
+    const std::vector<std::string> launcher = mpirunLauncher();
+    args.erase(args.begin());
+    args.insert(args.begin(), launcher.begin(), launcher.end());
+  }
+  // Ranks that may be on other hosts — a launcher of the user's, or mpirun
+  // inside a Slurm allocation of several nodes, which places them there —
+  // run on CPUs this machine's count says nothing about: no pinning.
+  if (std::getenv(kMpirunEnv) != nullptr || slurmNodes() > 1) pin = 0;
   args.push_back(thisBinary());
   args.insert(args.end(), trainArgs.begin(), trainArgs.end());
   // The ranks inherit this environment: their CPUs, and what the user's
@@ -90,11 +119,11 @@ void launchWorkers(int workers, int threadsPerRank, int argc, char** argv) {
   cargs.push_back(nullptr);
   std::fflush(stdout);
   std::fflush(stderr);
-  execvp("mpirun", cargs.data());
+  execvp(cargs[0], cargs.data());
   BIGBATCH_THROW(IoError,
-                 "cannot start mpirun for {} workers: {}; install openmpi-bin (scripts/setup) or "
-                 "run with --workers 1",
-                 workers, std::strerror(errno));
+                 "cannot start '{}' for {} workers: {}; install openmpi-bin (scripts/setup), "
+                 "correct {}, or run with --workers 1",
+                 args[0], workers, std::strerror(errno), kMpirunEnv);
 }
 
 void pinLaunchedRank() {

@@ -9,12 +9,26 @@
 // to one core; `--map-by slot:PE=T` counts physical cores, which is wrong
 // on SMT machines. With more threads than CPUs the ranks stay unbound and
 // share them.
+//
+// BIGBATCH_MPIRUN replaces `mpirun` with a launcher of the user's (its
+// words split on spaces, e.g. "mpirun --hostfile hosts"; the emulated
+// cluster's `--launcher` mode sets it to its own): the same options follow
+// it, and the ranks do not pin themselves, since they may be on other hosts
+// (nor inside a Slurm allocation of several nodes, where mpirun places the
+// ranks on them).
 #pragma once
 
 #include <string>
 #include <vector>
 
 namespace bigbatch {
+
+// The environment variable naming the launcher (default: mpirun).
+inline constexpr const char* kMpirunEnv = "BIGBATCH_MPIRUN";
+
+// BIGBATCH_MPIRUN's words, or {"mpirun"} when it is unset; throws
+// InvalidArgument, naming it, when it is set but empty.
+std::vector<std::string> mpirunLauncher();
 
 // True when this process should start the workers itself (N > 1 and not
 // already started by an MPI launcher).
@@ -26,8 +40,9 @@ bool shouldLaunchWorkers(int workers);
 std::vector<std::string> mpirunArguments(int workers, int threadsPerRank, int cpus, bool root,
                                          int* pinCpusPerRank);
 
-// mpirun's whole command line for `workers` local ranks running this
-// binary with `trainArgs` (argv without the program), and the environment
+// The launcher's whole command line (mpirun, or BIGBATCH_MPIRUN) for
+// `workers` ranks running this binary with `trainArgs` (argv without the
+// program), and the environment
 // the ranks need (their CPU share, whether stdout is a terminal) set in
 // this process for them to inherit.
 std::vector<std::string> workerLaunch(int workers, int threadsPerRank,

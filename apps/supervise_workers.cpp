@@ -1,6 +1,7 @@
 #include "supervise_workers.h"
 
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,12 +15,14 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <thread>
 #include <vector>
 
 #include "bigbatch/ckpt/atomic_file.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/train/supervision_env.h"
+#include "job_mlperf_log.h"
 #include "launch_workers.h"
 
 namespace bigbatch {
@@ -143,11 +146,50 @@ int64_t newestCheckpointStep(const std::string& dir) {
   }
 }
 
-// Every process of the attempt's group gone: SIGKILL to the group, then
-// wait (up to 10 s) until the kernel has none left in it.
-void endGroup(pid_t group) {
+// The processes descended from this one (its children, theirs, ...), read
+// from /proc.
+std::vector<pid_t> descendants() {
+  std::vector<std::pair<pid_t, pid_t>> parentOf;  // (pid, ppid)
+  std::error_code ec;
+  for (const auto& e : fs::directory_iterator("/proc", ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.empty() || name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::ifstream in(e.path() / "stat");
+    std::string stat;
+    if (!std::getline(in, stat)) continue;
+    const size_t close = stat.rfind(')');  // after the command name, which may hold spaces
+    if (close == std::string::npos) continue;
+    std::istringstream rest(stat.substr(close + 1));
+    char state = 0;
+    long ppid = 0;
+    if (rest >> state >> ppid) parentOf.emplace_back(std::stoi(name), static_cast<pid_t>(ppid));
+  }
+  std::vector<pid_t> out = {getpid()};
+  for (size_t i = 0; i < out.size(); ++i) {
+    for (const auto& [pid, ppid] : parentOf) {
+      if (ppid == out[i]) out.push_back(pid);
+    }
+  }
+  out.erase(out.begin());
+  return out;
+}
+
+// Every process of the attempt gone. mpirun gives its launch agents and
+// every rank a process group of their own, and may exit before a remote
+// daemon has ended its ranks, so neither its exit nor a kill of its group
+// is enough: this process is a child subreaper (superviseWorkers), so what
+// the attempt started stays its descendant when a parent dies. SIGKILL to
+// the group and to every descendant, and reap, until none is left (up to
+// 10 s).
+void endAttempt(pid_t group) {
   kill(-group, SIGKILL);
-  for (int i = 0; i < 1000 && kill(-group, 0) == 0; ++i) {
+  for (int i = 0; i < 1000; ++i) {
+    for (const pid_t pid : descendants()) kill(pid, SIGKILL);
+    int status = 0;
+    pid_t reaped = 0;
+    while ((reaped = waitpid(-1, &status, WNOHANG)) > 0) {
+    }
+    if (reaped < 0 && errno == ECHILD) return;  // no child left, so no descendant
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
 }
@@ -169,9 +211,9 @@ int runAttempt(const std::vector<std::string>& command, int workers, Failure& f)
     std::vector<char*> args;
     for (const auto& a : command) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
-    execvp("mpirun", args.data());
-    std::fprintf(stderr, "bigbatch: error: cannot start mpirun for %d workers: %s\n", workers,
-                 std::strerror(errno));
+    execvp(args[0], args.data());
+    std::fprintf(stderr, "bigbatch: error: cannot start '%s' for %d workers: %s\n", args[0],
+                 workers, std::strerror(errno));
     _exit(127);
   }
   setpgid(child, child);  // also here: no race with a signal before the child's own call
@@ -181,7 +223,7 @@ int runAttempt(const std::vector<std::string>& command, int workers, Failure& f)
   int wstatus = 0;
   while (waitpid(child, &wstatus, 0) < 0 && errno == EINTR) {
   }
-  endGroup(child);
+  endAttempt(child);
   runningGroup = 0;
   reader.into(f);
   return wstatus;
@@ -217,6 +259,30 @@ int64_t runStartMs(const std::string& runDir) {
     if (std::regex_search(line, m, runStart)) return std::stoll(m[1]);
   }
   return 0;
+}
+
+// The attempt's mlperf.log, moved aside to mlperf.log.<n> (the first free
+// n) for joinAttemptLogs; no lines when it wrote none.
+AttemptLog takeAttemptLog(const std::string& runDir) {
+  AttemptLog a;
+  const fs::path log = fs::path(runDir) / "mlperf.log";
+  std::ifstream in(log);
+  if (!in) return a;
+  for (std::string line; std::getline(in, line);) a.lines.push_back(line);
+  in.close();
+  int n = 1;
+  while (fs::exists(fs::path(runDir) / fmt::format("mlperf.log.{}", n))) ++n;
+  std::error_code ignored;
+  fs::rename(log, fs::path(runDir) / fmt::format("mlperf.log.{}", n), ignored);
+  return a;
+}
+
+// RUN_DIR/mlperf.log: the attempts' logs joined (job_mlperf_log.h).
+void writeJobLog(const std::string& runDir, const std::vector<AttemptLog>& attempts) {
+  std::string text;
+  for (const std::string& line : joinAttemptLogs(attempts)) text += line + "\n";
+  if (text.empty()) return;
+  writeFileAtomically((fs::path(runDir) / "mlperf.log").string(), text.data(), text.size());
 }
 
 // "exit status 1, rank 1 on h1: bigbatch: error: [rank 1] ..."
@@ -316,6 +382,9 @@ void checkWorldsKeepBatch(const SupervisorSettings& s) {
 }
 
 int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
+  // Orphans of an attempt (a rank whose daemon died first) become this
+  // process's children instead of init's, for endAttempt to end and reap.
+  prctl(PR_SET_CHILD_SUBREAPER, 1);
   struct sigaction forward {};
   forward.sa_handler = forwardToJob;
   sigemptyset(&forward.sa_mask);
@@ -323,6 +392,7 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
   sigaction(SIGTERM, &forward, nullptr);
 
   std::vector<Failure> failures;
+  std::vector<AttemptLog> attemptLogs;  // once an attempt has failed
   bool fromCheckpoint = false;
   int world = s.workers;
   const int minWorkers = s.minWorkers > 0 ? s.minWorkers : s.workers;
@@ -346,6 +416,8 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
     if (f.status == 0) {
       fs::remove(stepFile, ignored);
       if (!failures.empty()) {
+        attemptLogs.push_back(takeAttemptLog(s.runDir));
+        writeJobLog(s.runDir, attemptLogs);
         addRestartsToSummary(s.runDir, failures);
         std::fprintf(stderr, "bigbatch: the job finished after %zu restart(s)\n", failures.size());
       }
@@ -369,6 +441,13 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
     f.resumeStep = newestCheckpointStep(s.checkpointDir);
     fromCheckpoint = f.resumeStep >= 0;
     failures.push_back(f);
+    AttemptLog log = takeAttemptLog(s.runDir);
+    log.failed = true;
+    log.endedAtMs = f.endedAtMs;
+    log.cause = describe(f);
+    log.rank = f.rank;
+    log.resumedFromStep = f.resumeStep;
+    attemptLogs.push_back(std::move(log));
     fs::create_directories(s.runDir);
     writeJsonFile(fs::path(s.runDir) / "restarts.json", failuresJson(failures));
     if (attempt > s.maxRestarts) break;
@@ -391,6 +470,7 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
                  attempt, describe(f).c_str(), f.seconds, attempt, s.maxRestarts, from.c_str());
   }
   fs::remove(stepFile, ignored);
+  writeJobLog(s.runDir, attemptLogs);
   std::fprintf(stderr,
                "bigbatch: error: the job failed %zu time(s), giving up after %d restart(s) "
                "(--max-restarts):\n",

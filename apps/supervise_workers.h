@@ -3,8 +3,10 @@
 // job's ranks through mpirun in a process group of their own, waits, and
 // when the job fails — a rank exits non-zero, is killed, or is named as
 // stalled by the watchdog (which ends the job) — makes sure every process
-// of that attempt is gone (SIGKILL to the group, then waits until none is
-// left: no orphan keeps a port, a shared-memory window or a GPU), and
+// of that attempt is gone (SIGKILL to the group and to every descendant —
+// it is a child subreaper, so a rank whose parent died stays its
+// descendant — then waits until none is left: no orphan keeps a port, a
+// shared-memory window or a GPU), and
 // starts the job again with `--resume auto` from the newest complete
 // checkpoint in the same run directory (from the start, with --overwrite,
 // when the failure came before the first checkpoint). With the same world

@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "bigbatch/common/cpu_affinity.h"
+#include "bigbatch/common/error.h"
 #include "launch_workers.h"
 
 namespace bigbatch {
@@ -43,6 +44,33 @@ TEST(Launcher, EachRankGetsAsManyCpusAsThreads) {
   EXPECT_EQ(pin, 0);
   const auto user = mpirunArguments(2, 0, 16, false, &pin);
   EXPECT_EQ(std::count(user.begin(), user.end(), "--allow-run-as-root"), 0);
+}
+
+// BIGBATCH_MPIRUN: the user's launcher (here with a hostfile) in mpirun's
+// place, the same options after it, and no pinning — its ranks may be on
+// other hosts, whose CPUs this machine's count does not describe.
+TEST(Launcher, BigbatchMpirunReplacesMpirunAndTurnsPinningOff) {
+  setenv("BIGBATCH_MPIRUN", "/opt/mpi/bin/mpirun  --hostfile hosts", 1);
+  const auto args = workerLaunch(2, /*threadsPerRank=*/1, {"train", "x.toml"});
+  ASSERT_GE(args.size(), 6u);
+  EXPECT_EQ(args[0], "/opt/mpi/bin/mpirun");
+  EXPECT_EQ(args[1], "--hostfile");
+  EXPECT_EQ(args[2], "hosts");
+  EXPECT_TRUE(has(args, "-np", "2"));
+  EXPECT_EQ(args[args.size() - 2], "train");
+  EXPECT_EQ(std::getenv("BIGBATCH_CPUS_PER_RANK"), nullptr);
+
+  setenv("BIGBATCH_MPIRUN", "  ", 1);
+  EXPECT_THROW(mpirunLauncher(), InvalidArgument);
+  unsetenv("BIGBATCH_MPIRUN");
+  EXPECT_EQ(mpirunLauncher(), std::vector<std::string>{"mpirun"});
+  EXPECT_EQ(workerLaunch(2, 1, {"train"})[0], "mpirun");
+  EXPECT_STREQ(std::getenv("BIGBATCH_CPUS_PER_RANK"), "1");  // 2 ranks x 1 thread, pinned
+
+  setenv("SLURM_JOB_NUM_NODES", "2", 1);  // mpirun in an allocation of 2 nodes
+  workerLaunch(2, 1, {"train"});
+  EXPECT_EQ(std::getenv("BIGBATCH_CPUS_PER_RANK"), nullptr);
+  unsetenv("SLURM_JOB_NUM_NODES");
 }
 
 // Local rank r pins itself to the r-th run of T CPUs it may use — here in a

@@ -20,6 +20,15 @@
 #                the kernel and to TCP, silent to everyone): the stall
 #                watchdog ends the job non-zero within LIMIT seconds, naming
 #                rank 1 from the cross-host heartbeat's datagrams
+#   restart      `--max-restarts 2` started once outside the hosts
+#                (emulated_cluster --launcher): the rank on the other host
+#                SIGKILLed after the first checkpoints; the supervisor ends
+#                the attempt on both hosts (rank 0's process on host 0 gone
+#                before the restart), starts it again across the hosts from
+#                the newest checkpoint, and the run finishes with model.pt
+#                byte-identical to an uninterrupted 2-host run's (itself
+#                started through BIGBATCH_MPIRUN by `--workers 2`);
+#                restarts.json names rank 1
 #   multihost_test.sh BIGBATCH_BINARY CONFIG MODE [LIMIT]
 set -u
 bin=$(realpath "$1"); config=$(realpath "$2"); mode=$3; limit=${4:-60}
@@ -133,6 +142,55 @@ kill|stall)
   fi
   ip netns list | grep -q "^$ns" && { echo "FAIL: namespace $ns left behind"; exit 1; }
   echo "multihost_test: ok $mode"
+  ;;
+restart)
+  common=(--set data.train_samples=4096 --set data.eval_samples=1000 --set train.epochs=2
+          --set train.stop_at_target=false --set train.batch_size=128 --set ckpt.every_steps=5
+          --set run.threads=1 --set comm.timeout_s=10 --workers 2 -q)
+  "$cluster" --hosts 2 --rate "$rate" --launcher -- "$bin" train "$config" "${common[@]}" \
+    --run-dir "$dir/reference" >"$dir/log0" 2>&1 || { echo "FAIL: reference run"; cat "$dir/log0"; exit 1; }
+  "$cluster" --hosts 2 --rate "$rate" --launcher -- "$bin" train "$config" "${common[@]}" \
+    --run-dir "$dir/restarted" --max-restarts 2 >"$dir/log" 2>&1 &
+  job=$!
+  ranks_in() {  # the job's ranks in host H's namespace
+    local ns pid
+    ns=$(sed -n "s/^  host $1: namespace \([^,]*\),.*/\1/p" "$dir/log")
+    for pid in $(ip netns pids "$ns" 2>/dev/null); do
+      tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "bigbatch train" && echo "$pid"
+    done
+  }
+  step=""
+  for _ in $(seq 1 1200); do
+    step=$(sed -n 's/^ckpt-0*\([0-9][0-9]*\)\.pt$/\1/p' "$dir/restarted/checkpoints/latest" 2>/dev/null)
+    [ -n "$step" ] && [ "$step" -ge 10 ] && break
+    sleep 0.1
+  done
+  [ -n "$step" ] || { echo "FAIL: no checkpoint appeared"; cat "$dir/log"; kill "$job"; exit 1; }
+  peer=$(ranks_in 0); victim=$(ranks_in 1)
+  [ -n "$victim" ] && [ -n "$peer" ] || { echo "FAIL: no ranks found on the hosts"; cat "$dir/log"; kill "$job"; exit 1; }
+  kill -9 $victim
+  echo "SIGKILL to rank pid $victim on host 1 after the checkpoint of step $step (rank 0: pid $peer on host 0)"
+  for _ in $(seq 1 600); do grep -q "restart 1 of 2" "$dir/log" && break; sleep 0.1; done
+  grep -q "restart 1 of 2 from the checkpoint of step" "$dir/log" ||
+    { echo "FAIL: no restart reported"; cat "$dir/log"; kill "$job"; exit 1; }
+  for pid in $peer; do
+    kill -0 "$pid" 2>/dev/null && { echo "FAIL: rank 0 of the failed attempt (pid $pid) outlived it"; cat "$dir/log"; kill "$job"; exit 1; }
+  done
+  for _ in $(seq 1 3000); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  kill -0 "$job" 2>/dev/null && { echo "FAIL: the supervised job hung"; kill "$job"; cat "$dir/log"; exit 1; }
+  wait "$job"; rc=$?
+  cat "$dir/log"
+  [ "$rc" -eq 0 ] || { echo "FAIL: the supervised job exited $rc"; exit 1; }
+  cmp "$dir/reference/model.pt" "$dir/restarted/model.pt" ||
+    { echo "FAIL: final weights differ from the uninterrupted 2-host run's"; exit 1; }
+  /usr/bin/python3 - "$dir/restarted/restarts.json" <<'EOF' || exit 1
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("restarts.json:", r)
+assert len(r) == 1 and r[0]["rank"] == 1 and r[0]["resumed_from_step"] >= 10, f"FAIL: {r}"
+EOF
+  pgrep -f -- "$dir/restarted" >/dev/null && { echo "FAIL: a process of the job is left"; exit 1; }
+  echo "multihost_test: ok restart"
   ;;
 *) echo "multihost_test: unknown mode '$mode'"; exit 2 ;;
 esac

@@ -1,0 +1,134 @@
+#!/bin/bash
+# A real Slurm (scripts/slurm_cluster: slurmctld, one slurmd per emulated
+# host, munged; installed when missing) running examples/slurm/train.sbatch
+# on 2 nodes:
+#   1. the job uninterrupted: the reference model.pt;
+#   2. the rank on the second node SIGKILLed from outside once the
+#      checkpoint of step 10 is there: bigbatch's supervisor, inside the
+#      allocation, restarts the job across both nodes from the newest
+#      checkpoint; model.pt byte-identical to the reference, restarts.json
+#      names rank 1 on the second node;
+#   3. the job requeued from outside (`scontrol requeue`, as Slurm does on
+#      a lost node or a preemption) once the checkpoint of step 10 is
+#      there: Slurm starts the script again (Restarts=1), it resumes from
+#      the newest checkpoint; model.pt byte-identical. Slurm holds a
+#      requeued job ~2 minutes before it may start again (its EligibleTime);
+#      the test releases it at once (`scontrol update StartTime=now`), as
+#      an operator would;
+#   and no process of any job left on either node.
+# Exit status 77 (CTest: skipped, never passed) when a Slurm daemon cannot
+# start on this machine; the daemon's error is printed.
+#   slurm_test.sh BIGBATCH_BINARY CONFIG
+set -u
+here=$(cd "$(dirname "$0")" && pwd)
+root="$here/../.."
+if [ "${1:-}" != "--inside" ]; then
+  [ "$(id -u)" = 0 ] || { echo "FAIL: needs root (daemons, network namespaces); CI runs as root"; exit 1; }
+  bin=$(realpath "$1") config=$(realpath "$2")
+  "$root/scripts/slurm_cluster" --hosts 2 --rate 1gbit -- "$0" --inside "$bin" "$config"
+  status=$?
+  [ "$status" = 77 ] && echo "slurm_test: skipped: Slurm cannot start on this machine (above)"
+  exit "$status"
+fi
+bin=$2 config=$3
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+read -ra nodes <<<"$SLURM_CLUSTER_NODES"
+fail() {
+  echo "FAIL: $*"
+  for f in "$dir"/*.out; do [ -f "$f" ] && { echo "== $f"; cat "$f"; }; done
+  echo "== slurmctld"; tail -n 20 "$SLURM_CLUSTER_LOGS/slurmctld.log"
+  exit 1
+}
+# What the job's ranks need: the binary, root's permission for mpirun.
+export BIGBATCH=$bin OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+args=(--set data.train_samples=4096 --set data.eval_samples=1000 --set train.epochs=2
+      --set train.stop_at_target=false --set train.batch_size=128 --set ckpt.every_steps=5
+      --set run.threads=1 --set comm.timeout_s=10)
+sbatch_job() {  # sbatch_job NAME: submits the example; sets `job`
+  job=$(sbatch --parsable -o "$dir/$1.out" "$root/examples/slurm/train.sbatch" "$config" "$dir/$1" "${args[@]}") ||
+    fail "sbatch refused the job"
+}
+state_of() { scontrol show job "$1" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p'; }
+wait_job() {  # wait_job ID: until it has ended (requeues included); sets `state`
+  for _ in $(seq 1 3000); do
+    state=$(state_of "$1")
+    case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) return 0 ;; esac
+    sleep 0.1
+  done
+  fail "job $1 did not end within 300 s (state $state)"
+}
+ranks_on() {  # the job's ranks in node N's namespace
+  local pid
+  for pid in $(ip netns pids "${nodes[$1]}" 2>/dev/null); do
+    tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "bigbatch train" && echo "$pid"
+  done
+}
+
+# 1. The reference.
+sbatch_job reference
+wait_job "$job"
+[ "$state" = COMPLETED ] || fail "the reference job ended $state"
+[ -f "$dir/reference/model.pt" ] || fail "the reference job wrote no model.pt"
+echo "reference job $job: $state"
+
+wait_for_checkpoint() {  # wait_for_checkpoint RUN_DIR: the newest is step 10 or later; sets `step`
+  step=""
+  for _ in $(seq 1 3000); do
+    step=$(sed -n 's/^ckpt-0*\([0-9][0-9]*\)\.pt$/\1/p' "$1/checkpoints/latest" 2>/dev/null)
+    [ -n "$step" ] && [ "$step" -ge 10 ] && return 0
+    sleep 0.1
+  done
+  fail "no checkpoint of step 10 or later appeared in $1"
+}
+nothing_left() {
+  local n
+  for n in 0 1; do
+    [ -z "$(ranks_on $n)" ] || fail "a rank of a job is left on ${nodes[$n]}"
+  done
+}
+
+# 2. A rank on the second node killed: restarted inside the allocation.
+sbatch_job killed
+wait_for_checkpoint "$dir/killed"
+victim=$(ranks_on 1)
+[ -n "$victim" ] || fail "no rank found on ${nodes[1]}"
+kill -9 $victim
+echo "SIGKILL to rank pid $victim on ${nodes[1]} after the checkpoint of step $step"
+wait_job "$job"
+[ "$state" = COMPLETED ] || fail "job $job ended $state after the kill"
+grep -q "restart 1 of 3 from the checkpoint of step" "$dir/killed.out" || fail "no restart reported"
+cmp "$dir/reference/model.pt" "$dir/killed/model.pt" ||
+  fail "job $job: final weights differ from the uninterrupted job's"
+/usr/bin/python3 - "$dir/killed/restarts.json" "${nodes[1]}" <<'EOF' || fail "restarts.json"
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("restarts.json:", r)
+assert len(r) == 1 and r[0]["rank"] == 1 and r[0]["host"] == sys.argv[2], r
+assert r[0]["resumed_from_step"] >= 10, r
+EOF
+nothing_left
+echo "job $job: rank 1 killed after step $step, restarted inside the allocation, byte-identical"
+
+# 3. The job requeued: Slurm starts the script again, which resumes.
+sbatch_job requeued
+wait_for_checkpoint "$dir/requeued"
+scontrol requeue "$job" || fail "scontrol requeue $job"
+requeuedAt=$(date +%s.%N)
+echo "job $job requeued after the checkpoint of step $step"
+for _ in $(seq 1 600); do [ "$(state_of "$job")" = PENDING ] && break; sleep 0.05; done
+scontrol show job "$job" | grep -o "EligibleTime=[^ ]*"
+scontrol update JobId="$job" StartTime=now || fail "cannot release job $job's hold"
+for _ in $(seq 1 1200); do grep -q "start 2 on" "$dir/requeued.out" 2>/dev/null && break; sleep 0.05; done
+grep -q "start 2 on" "$dir/requeued.out" || fail "job $job was not started again"
+echo "job $job started again $(echo "$(date +%s.%N) - $requeuedAt" | bc) s after the requeue"
+wait_job "$job"
+[ "$state" = COMPLETED ] || fail "job $job ended $state after the requeue"
+restarts=$(scontrol show job "$job" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
+[ "$restarts" = 1 ] || fail "Slurm counts $restarts restart(s) of job $job, expected 1"
+grep -q "resuming from .*ckpt-0*$step.pt" "$dir/requeued.out" || fail "the second start did not resume from the checkpoint of step $step"
+cmp "$dir/reference/model.pt" "$dir/requeued/model.pt" ||
+  fail "job $job: final weights differ from the uninterrupted job's"
+nothing_left
+grep -E "start [12] on|resuming from" "$dir/requeued.out"
+echo "slurm_test: ok (a killed rank restarted inside the allocation, a requeued job resumed: both byte-identical)"
