@@ -42,9 +42,8 @@ std::vector<std::string> mpirunArguments(int workers, int threadsPerRank, int cp
 
 // The launcher's whole command line (mpirun, or BIGBATCH_MPIRUN) for
 // `workers` ranks running this binary with `trainArgs` (argv without the
-// program), and the environment
-// the ranks need (their CPU share, whether stdout is a terminal) set in
-// this process for them to inherit.
+// program), and the environment the ranks need (their CPU share, whether
+// stdout is a terminal) set in this process for them to inherit.
 std::vector<std::string> workerLaunch(int workers, int threadsPerRank,
                                       const std::vector<std::string>& trainArgs);
 
