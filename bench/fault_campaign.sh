@@ -18,15 +18,16 @@
 # 4,096 images for 2 epochs, checkpoints every 5 steps, the fault on a
 # random rank at a random step: with fault.attempts = 1 (a transient fault)
 # the job must finish with model.pt byte-identical to an uninterrupted
-# run's; every fifth round runs the fault in every attempt instead, and the
-# job must give up (exit 1) listing 3 failures. After every job: no hang
+# run's; every fifth round (every GIVE_UP_EVERY-th, default 5) runs the
+# fault in every attempt instead, and the job must give up (exit 1) listing
+# 3 failures. After every job: no hang
 # (a hard limit), every checkpoint left in the run directory loads, no
 # process of the job and no new /dev/shm segment is left. One row per
 # kind and site, and the totals.
 set -u
 if [ "${1:-}" = "--recover" ]; then
   shift
-  runs=${1:-3}; timeout_s=${2:-10}
+  runs=${1:-3}; timeout_s=${2:-10}; giveUpEvery=${GIVE_UP_EVERY:-5}
   bin=build/apps/bigbatch; config=configs/default.toml
   limit=$((timeout_s * 9 + 120))
   work=$(mktemp -d)
@@ -45,7 +46,7 @@ if [ "${1:-}" = "--recover" ]; then
       for i in $(seq 1 "$runs"); do
         run=$work/$kind-$during-$i
         rank=$((RANDOM % 2)); step=$((3 + RANDOM % 55)); attempts=1
-        [ $((i % 5)) = 0 ] && attempts=0
+        [ $((i % giveUpEvery)) = 0 ] && attempts=0
         timeout -k 5 "$limit" "$bin" train "$config" "${common[@]}" --run-dir "$run" --max-restarts 2 \
           --set fault.kind="$kind" --set fault.during="$during" --set fault.rank="$rank" \
           --set fault.step="$step" --set fault.attempts="$attempts" >"$run.log" 2>&1
