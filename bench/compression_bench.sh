@@ -21,12 +21,16 @@
 #                                     fp32, ddp.exchange_dtype = fp16, and
 #                                     ddp.compression = powersgd at rank 4 from
 #                                     step 2 (the same start as PyTorch's)
+#   bb powersgd_r2                    the same at rank 2 (half the factors'
+#                                     bytes; its accuracy: the ablation)
 #   ceiling                           (big) bigbatch fp32 with the same ranks on
 #                                     one host: no network at all
 # img/s: bigbatch's second epoch, PyTorch's timed steps after as many
 # warm-up steps; the slowest rank's time. A row that fails (or a PyTorch
 # row that runs past PT_LIMIT_S, default 240 s) is printed as failed with
 # its log, the others go on.
+# CASES: the cases to run, e.g. CASES="big_2x1" (default: all four:
+# cnn_2x1 big_2x1 big_2x1_slow big_2x2).
 # Usage: bench/compression_bench.sh [RATE] [CNN_RATE] [SLOW_RATE] [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -115,15 +119,27 @@ case_rows() {  # case rph link steps hidden
     --set ddp.exchange_dtype=fp16
   bigbatch_row "${case}_bb_powersgd" "$case" "$rph" "$link" "$steps" "$hidden" \
     --set ddp.compression=powersgd --set ddp.powersgd_rank=4 --set ddp.powersgd_start_step=2
+  bigbatch_row "${case}_bb_powersgd_r2" "$case" "$rph" "$link" "$steps" "$hidden" \
+    --set ddp.compression=powersgd --set ddp.powersgd_rank=2 --set ddp.powersgd_start_step=2
 }
 
-case_rows cnn_2x1 1 "$cnn_rate" 100 0
-case_rows big_2x1 1 "$rate" 15 350000
-ceiling_row big_2x1_ceiling big_2x1 2 15 350000
-case_rows big_2x1_slow 1 "$slow_rate" 6 350000
-ceiling_row big_2x1_slow_ceiling big_2x1_slow 2 6 350000
-case_rows big_2x2 2 "$rate" 10 350000
-ceiling_row big_2x2_ceiling big_2x2 4 10 350000
+cases=${CASES:-cnn_2x1 big_2x1 big_2x1_slow big_2x2}
+wanted() { [[ " $cases " == *" $1 "* ]]; }
+if wanted cnn_2x1; then
+  case_rows cnn_2x1 1 "$cnn_rate" 100 0
+fi
+if wanted big_2x1; then
+  case_rows big_2x1 1 "$rate" 15 350000
+  ceiling_row big_2x1_ceiling big_2x1 2 15 350000
+fi
+if wanted big_2x1_slow; then
+  case_rows big_2x1_slow 1 "$slow_rate" 6 350000
+  ceiling_row big_2x1_slow_ceiling big_2x1_slow 2 6 350000
+fi
+if wanted big_2x2; then
+  case_rows big_2x2 2 "$rate" 10 350000
+  ceiling_row big_2x2_ceiling big_2x2 4 10 350000
+fi
 
 /usr/bin/python3 - "$out/rows.jsonl" <<'EOF'
 import json, sys
