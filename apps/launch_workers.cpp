@@ -68,7 +68,8 @@ std::vector<std::string> workerLaunch(int workers, int threadsPerRank,
   int pin = 0;
   std::vector<std::string> args =
       mpirunArguments(workers, threadsPerRank, cpus, geteuid() == 0, &pin);
-  if (std::getenv(kMpirunEnv) != nullptr) {
+  const bool usersLauncher = std::getenv(kMpirunEnv) != nullptr;
+  if (usersLauncher) {
     const std::vector<std::string> launcher = mpirunLauncher();
     args.erase(args.begin());
     args.insert(args.begin(), launcher.begin(), launcher.end());
@@ -76,7 +77,7 @@ std::vector<std::string> workerLaunch(int workers, int threadsPerRank,
   // Ranks that may be on other hosts — a launcher of the user's, or mpirun
   // inside a Slurm allocation of several nodes, which places them there —
   // run on CPUs this machine's count says nothing about: no pinning.
-  if (std::getenv(kMpirunEnv) != nullptr || slurmNodes() > 1) pin = 0;
+  if (usersLauncher || slurmNodes() > 1) pin = 0;
   args.push_back(thisBinary());
   args.insert(args.end(), trainArgs.begin(), trainArgs.end());
   // The ranks inherit this environment: their CPUs, and what the user's

@@ -112,7 +112,6 @@ class FailureReader {
     if (!pending.empty()) scan(pending);
   }
   void scan(const std::string& line) {
-    static const std::regex ourRank(R"(\[rank (\d+)\])");
     static const std::regex mpiRank(R"(process rank (\d+) .*on node (\S+))");
     std::smatch m;
     if (rank_ < 0 && std::regex_search(line, m, mpiRank)) {
@@ -122,7 +121,7 @@ class FailureReader {
     if (reason_.empty() && line.rfind("bigbatch: ", 0) == 0 &&
         line.find("error") != std::string::npos) {
       reason_ = line;
-      if (rank_ < 0 && std::regex_search(line, m, ourRank)) rank_ = std::stoi(m[1]);
+      if (rank_ < 0) rank_ = failedRankIn(line);
     }
   }
 
@@ -248,14 +247,13 @@ bool workerIsLost(const std::vector<Failure>& failures) {
          now.attempt == before.attempt + 1;
 }
 
-// The time_ms of the MLPerf run_start in `runDir`/mlperf.log; 0: none yet
+// The time_ms of the MLPerf run_start among an attempt's log lines; 0: none
 // (the attempt failed before training started).
-int64_t runStartMs(const std::string& runDir) {
-  std::ifstream in(fs::path(runDir) / "mlperf.log");
+int64_t runStartMs(const std::vector<std::string>& lines) {
   static const std::regex runStart(
       R"("time_ms": (\d+), "event_type": "INTERVAL_START", "key": "run_start")");
   std::smatch m;
-  for (std::string line; std::getline(in, line);) {
+  for (const std::string& line : lines) {
     if (std::regex_search(line, m, runStart)) return std::stoll(m[1]);
   }
   return 0;
@@ -357,14 +355,28 @@ std::vector<std::string> attemptArguments(int argc, char** argv, const Superviso
   return args;
 }
 
+// --min-workers, or the whole world when it is 0 (never fewer).
+int fewestWorkers(const SupervisorSettings& s) {
+  return s.minWorkers > 0 ? s.minWorkers : s.workers;
+}
+
 }  // namespace
+
+int failedRankIn(const std::string& line) {
+  static const std::regex blamed(R"(\] rank (\d+) failed|stopped answering: rank (\d+))");
+  static const std::regex writer(R"(\[rank (\d+)\])");
+  std::smatch m;
+  if (std::regex_search(line, m, blamed)) return std::stoi(m[1].matched ? m[1] : m[2]);
+  if (std::regex_search(line, m, writer)) return std::stoi(m[1]);
+  return -1;
+}
 
 int64_t accumulationFor(const SupervisorSettings& s, int world) {
   return s.globalBatch / (s.batchPerRank * world);
 }
 
 void checkWorldsKeepBatch(const SupervisorSettings& s) {
-  const int minWorkers = s.minWorkers > 0 ? s.minWorkers : s.workers;
+  const int minWorkers = fewestWorkers(s);
   BIGBATCH_REQUIRE(minWorkers <= s.workers, InvalidArgument,
                    "--min-workers {} is above --workers {}: the job cannot grow; give "
                    "--min-workers at most {}",
@@ -395,7 +407,7 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
   std::vector<AttemptLog> attemptLogs;  // once an attempt has failed
   bool fromCheckpoint = false;
   int world = s.workers;
-  const int minWorkers = s.minWorkers > 0 ? s.minWorkers : s.workers;
+  const int minWorkers = fewestWorkers(s);
   // What every attempt's workers read: which attempt they are (fault.attempts),
   // where rank 0 marks its steps.
   const fs::path stepFile = fs::path(s.runDir) / ".supervisor_step";
@@ -431,17 +443,17 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
     }
     f.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     f.endedAtMs = unixMs();
+    AttemptLog log = takeAttemptLog(s.runDir);
     // The job's time-to-train clock runs from the first run_start on, across
     // the restarts, as the user's wall clock does (the next attempts read it).
     if (std::getenv(kJobRunStartEnv) == nullptr) {
-      if (const int64_t ms = runStartMs(s.runDir); ms > 0) {
+      if (const int64_t ms = runStartMs(log.lines); ms > 0) {
         setenv(kJobRunStartEnv, std::to_string(ms).c_str(), 1);
       }
     }
     f.resumeStep = newestCheckpointStep(s.checkpointDir);
     fromCheckpoint = f.resumeStep >= 0;
     failures.push_back(f);
-    AttemptLog log = takeAttemptLog(s.runDir);
     log.failed = true;
     log.endedAtMs = f.endedAtMs;
     log.cause = describe(f);

@@ -59,6 +59,13 @@ int superviseWorkers(const SupervisorSettings& settings, int argc, char** argv);
 // train.batch_size unchanged (a whole number of accumulation steps).
 void checkWorldsKeepBatch(const SupervisorSettings& settings);
 
+// The rank a bigbatch error line of the job names as the one that failed:
+// the peer it blames ("[rank 0] rank 2 failed: ...", "... stopped
+// answering: rank 2 ..."), else its writer ("[rank 2] ..."); -1: none. The
+// ranks' lines reach mpirun's stderr in no fixed order, so the first error
+// line may be a survivor's.
+int failedRankIn(const std::string& line);
+
 // The accumulation steps that keep the global batch on `world` workers.
 int64_t accumulationFor(const SupervisorSettings& settings, int world);
 

@@ -14,7 +14,8 @@ namespace bigbatch {
 namespace {
 
 std::string line(int64_t ms, const char* key, const nlohmann::ordered_json& value = nullptr) {
-  return MlperfLogger::format(ms, MllogEvent::kPointInTime, key, value, nlohmann::ordered_json::object());
+  return MlperfLogger::format(ms, MllogEvent::kPointInTime, key, value,
+                              nlohmann::ordered_json::object());
 }
 
 // An attempt's log: header, init, run_start at `start`, one epoch, and
