@@ -18,7 +18,10 @@ batch assembly). Prints one JSON line: img/s over the timed steps (after
 matrix_approximation_rank `--powersgd-rank`, start_powerSGD_iter
 `--powersgd-start`, error feedback and warm start on — its defaults);
 `batched_powersgd` (batched_powerSGD_hook: the whole bucket as one square
-matrix); `none` is DDP's plain fp32 allreduce.
+matrix); `powersgd_fp16` / `powersgd_bf16` (powerSGD_hook inside
+fp16_compress_wrapper / bf16_compress_wrapper: PowerSGD on a 16-bit
+bucket, PyTorch's own 16-bit-wire PowerSGD); `none` is DDP's plain fp32
+allreduce.
 
 `--hidden H` adds bigbatch's `model.hidden` layer to the cnn (350000: ResNet-50's
 25.6 M gradient values for little compute). `--mpi` takes rank and world size
@@ -105,12 +108,15 @@ def register_hook(ddp, args):
         ddp.register_comm_hook(None, default_hooks.fp16_compress_hook)
     elif args.hook == "bf16":
         ddp.register_comm_hook(None, default_hooks.bf16_compress_hook)
-    elif args.hook in ("powersgd", "batched_powersgd"):
+    elif args.hook.startswith("powersgd") or args.hook == "batched_powersgd":
         state = powerSGD_hook.PowerSGDState(
             process_group=None, matrix_approximation_rank=args.powersgd_rank,
             start_powerSGD_iter=args.powersgd_start, use_error_feedback=True, warm_start=True)
-        hook = (powerSGD_hook.powerSGD_hook if args.hook == "powersgd"
-                else powerSGD_hook.batched_powerSGD_hook)
+        hook = {"powersgd": powerSGD_hook.powerSGD_hook,
+                "batched_powersgd": powerSGD_hook.batched_powerSGD_hook,
+                "powersgd_fp16": default_hooks.fp16_compress_wrapper(powerSGD_hook.powerSGD_hook),
+                "powersgd_bf16": default_hooks.bf16_compress_wrapper(powerSGD_hook.powerSGD_hook),
+                }[args.hook]
         ddp.register_comm_hook(state, hook)
 
 
@@ -165,7 +171,8 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--hidden", type=int, default=0)
     p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb (its default 25)")
-    p.add_argument("--hook", choices=["none", "fp16", "bf16", "powersgd", "batched_powersgd"],
+    p.add_argument("--hook", choices=["none", "fp16", "bf16", "powersgd", "batched_powersgd",
+                                      "powersgd_fp16", "powersgd_bf16"],
                    default="none",
                    help="a DDP communication hook of PyTorch's own (default: none)")
     p.add_argument("--powersgd-rank", type=int, default=4)

@@ -28,8 +28,8 @@ is the same-recipe peer of the main job: what the system gives, apart from
 what the recipe search gave. --head-pool, --lr, --epochs and --no-flip set
 the same things one by one.
 
-`--hook none|fp16|bf16|powersgd` registers one of PyTorch's own DDP
-communication hooks (as bench/pytorch_ddp.py does; PowerSGD at
+`--hook` registers one of PyTorch's own DDP communication hooks, by the
+names bench/pytorch_ddp.py takes (none, fp16, bf16, powersgd, ...; PowerSGD at
 `--powersgd-rank`, from iteration `--powersgd-start`). `--mpi` takes rank
 and world size from mpirun instead of spawning, for ranks on the emulated
 cluster's hosts (scripts/emulated_cluster; the store on host 0's eth0
@@ -172,7 +172,8 @@ def main():
                    help="no random horizontal flips (fast's data.flip = false)")
     p.add_argument("--warmup-epochs", type=float, default=0.5)
     p.add_argument("--target", type=float, default=0.92)
-    p.add_argument("--hook", choices=["none", "fp16", "bf16", "powersgd", "batched_powersgd"],
+    p.add_argument("--hook", choices=["none", "fp16", "bf16", "powersgd", "batched_powersgd",
+                                      "powersgd_fp16", "powersgd_bf16"],
                    default="none")
     p.add_argument("--powersgd-rank", type=int, default=4)
     p.add_argument("--powersgd-start", type=int, default=2)

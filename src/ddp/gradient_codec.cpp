@@ -27,13 +27,8 @@ std::unique_ptr<GradientCodec> makeGradientCodec(const DdpOptions& options,
                                                  const std::vector<std::string>& names,
                                                  int worldSize) {
   const DataType wireType = options.exchangeType;
-  if (options.compression == GradientCompression::kPowerSgd) {
-    BIGBATCH_REQUIRE(wireType == DataType::kFloat32, InvalidArgument,
-                     "ddp.compression = powersgd sends its factors in fp32: set "
-                     "ddp.exchange_dtype = fp32 (got {})",
-                     dataTypeName(wireType));
-    return std::make_unique<PowerSgdCodec>(options.powerSgd, params, names, worldSize);
-  }
+  if (options.compression == GradientCompression::kPowerSgd)
+    return std::make_unique<PowerSgdCodec>(options.powerSgd, wireType, params, names, worldSize);
   switch (wireType) {
     case DataType::kFloat32:
       return std::make_unique<Float32Codec>();

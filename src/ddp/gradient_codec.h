@@ -66,7 +66,8 @@ class GradientCodec {
 
 // The codec for `options` (exchangeType, compression, powerSgd): kFloat32
 // sends the gradients as they are; kFloat16 / kBFloat16 cast them to 16
-// bits (half_codec.h); PowerSGD compresses them (powersgd_codec.h).
+// bits (half_codec.h); PowerSGD compresses them, its factors in the exchange
+// type (powersgd_codec.h).
 // `params`: the exchanged parameters in registration order (their shapes
 // and names), `worldSize`: the ranks summing. Refuses what cannot work,
 // naming the option.

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 
+#include "bigbatch/collectives/allreduce.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/logging.h"
 
@@ -45,10 +47,20 @@ torch::Tensor matrixAt(float* data, int64_t offset, int64_t rows, int64_t cols) 
 
 }  // namespace
 
-PowerSgdCodec::PowerSgdCodec(const PowerSgdOptions& options,
+PowerSgdCodec::PowerSgdCodec(const PowerSgdOptions& options, DataType wireType,
                              const std::vector<torch::Tensor>& params,
                              const std::vector<std::string>& names, int worldSize)
-    : options_(options), worldSize_(worldSize), names_(names), matrices_(params.size()) {
+    : options_(options),
+      wireType_(wireType),
+      worldSize_(worldSize),
+      names_(names),
+      matrices_(params.size()) {
+  BIGBATCH_REQUIRE(wireType == DataType::kFloat32 || wireType == DataType::kFloat16 ||
+                       wireType == DataType::kBFloat16,
+                   InvalidArgument,
+                   "ddp.compression = powersgd sends fp32, fp16 or bf16 (ddp.exchange_dtype), "
+                   "not {}",
+                   dataTypeName(wireType));
   BIGBATCH_REQUIRE(options_.rank >= 1, InvalidArgument,
                    "ddp.powersgd_rank = {}: the factors need rank 1 or more", options_.rank);
   int64_t largestUseful = 0, compressed = 0;
@@ -91,32 +103,73 @@ torch::Tensor PowerSgdCodec::freshQ(size_t param) const {
   return torch::randn({m.cols, m.rank}, generator, torch::kFloat);
 }
 
-void PowerSgdCodec::sumUncompressed(const Bucket& bucket, float* data, WireSum& wire) {
+void PowerSgdCodec::unitColumns(size_t param) {
+  Matrix& m = matrices_[param];
+  torch::Tensor norms = m.q.norm(2, {0}, /*keepdim=*/true);
+  const bool usable = norms.isfinite().all().item<bool>() && norms.gt(0).all().item<bool>();
+  if (!usable) {
+    m.q = freshQ(param);
+    norms = m.q.norm(2, {0}, /*keepdim=*/true);
+  }
+  m.q.div_(norms);
+}
+
+void PowerSgdCodec::sumSegments(WireSum& wire) {
   size_t count = 0;
-  for (const BucketEntry& e : bucket.entries) {
-    if (matrices_[e.param].rank == 0) count += static_cast<size_t>(e.numel);
-  }
+  for (const auto& [at, n] : segments_) count += n;
   if (count == 0) return;
-  flat_.resize(count);
-  size_t at = 0;
-  for (const BucketEntry& e : bucket.entries) {
-    if (matrices_[e.param].rank != 0) continue;
-    std::memcpy(flat_.data() + at, data + e.offset, static_cast<size_t>(e.numel) * sizeof(float));
-    at += static_cast<size_t>(e.numel);
+  if (wireType_ == DataType::kFloat32 && segments_.size() == 1) {
+    wire.sum(segments_[0].first, count, DataType::kFloat32);  // in place, no copy
+    return;
   }
-  wire.sum(flat_.data(), count, DataType::kFloat32);
-  at = 0;
-  for (const BucketEntry& e : bucket.entries) {
-    if (matrices_[e.param].rank != 0) continue;
-    std::memcpy(data + e.offset, flat_.data() + at, static_cast<size_t>(e.numel) * sizeof(float));
-    at += static_cast<size_t>(e.numel);
+  // fp32 as it is; 16 bits pre-divided by the world size (the sum's range).
+  const float down = wireType_ == DataType::kFloat32 ? 1.0f : 1.0f / static_cast<float>(worldSize_);
+  const float up = wireType_ == DataType::kFloat32 ? 1.0f : static_cast<float>(worldSize_);
+  const size_t width = elementSize(wireType_);
+  wire_.resize(count * width);
+  size_t offset = 0;
+  for (const auto& [at, n] : segments_) {
+    packFloats(wireType_, wire_.data() + offset * width, at, n, down);
+    offset += n;
   }
+  wire.sum(wire_.data(), count, wireType_);
+  offset = 0;
+  for (const auto& [at, n] : segments_) {
+    unpackFloats(wireType_, at, wire_.data() + offset * width, n, up);
+    offset += n;
+  }
+}
+
+void PowerSgdCodec::sumUncompressed(const Bucket& bucket, float* data, WireSum& wire) {
+  segments_.clear();
+  for (const BucketEntry& e : bucket.entries) {
+    if (matrices_[e.param].rank == 0)
+      segments_.emplace_back(data + e.offset, static_cast<size_t>(e.numel));
+  }
+  sumSegments(wire);
+}
+
+void PowerSgdCodec::passNonFinite(const Bucket& bucket, float* data) {
+  for (const BucketEntry& e : bucket.entries) {
+    Matrix& m = matrices_[e.param];
+    if (m.rank == 0) continue;
+    matrixAt(data, e.offset, m.rows, m.cols).fill_(std::numeric_limits<float>::quiet_NaN());
+    if (m.error.defined()) m.error.zero_();
+  }
+  // Once a run: under dynamic loss scaling the first steps overflow by design.
+  if (nonFiniteSteps_++ == 0)
+    log().warn(
+        "PowerSGD: step {}'s gradient factors are not finite (an overflow); the step's "
+        "compressed gradients are NaN for the loss scaler to skip and the error memory "
+        "is reset (said once; later such steps are not logged)",
+        steps_);
 }
 
 void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, WireSum& wire) {
   if (index == 0) ++steps_;  // buckets go in order: bucket 0 opens a step
   if (steps_ <= options_.startStep) {
-    wire.sum(data, static_cast<size_t>(bucket.numel), DataType::kFloat32);
+    segments_.assign(1, {data, static_cast<size_t>(bucket.numel)});
+    sumSegments(wire);
     return;
   }
   sumUncompressed(bucket, data, wire);
@@ -130,38 +183,58 @@ void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, Wi
   torch::NoGradGuard noGrad;
   if (p_.numel() < pElements) p_ = torch::empty({pElements}, torch::kFloat);
   if (qSum_.numel() < qElements) qSum_ = torch::empty({qElements}, torch::kFloat);
+  // X: the gradient with the error added, in the error's memory (or the
+  // gradient itself without error feedback).
+  const auto inputOf = [&](const BucketEntry& e) {
+    Matrix& m = matrices_[e.param];
+    return options_.errorFeedback ? m.error : matrixAt(data, e.offset, m.rows, m.cols);
+  };
+  float* pData = p_.data_ptr<float>();
+  float* qData = qSum_.data_ptr<float>();
 
-  // P = M Q for every compressed matrix (M with its error added), summed.
+  // P = X Q for every compressed matrix, summed.
   int64_t pAt = 0;
   for (const BucketEntry& e : bucket.entries) {
     Matrix& m = matrices_[e.param];
     if (m.rank == 0) continue;
-    torch::Tensor M = matrixAt(data, e.offset, m.rows, m.cols);
-    if (options_.errorFeedback && m.error.defined()) M.add_(m.error);
+    if (options_.errorFeedback) {
+      torch::Tensor M = matrixAt(data, e.offset, m.rows, m.cols);
+      if (m.error.defined()) {
+        m.error.add_(M);
+      } else {
+        m.error = M.clone();
+      }
+    }
     if (!options_.warmStart) m.q = freshQ(e.param);
+    unitColumns(e.param);
     torch::Tensor P = p_.narrow(0, pAt, m.rows * m.rank).view({m.rows, m.rank});
-    torch::mm_out(P, M, m.q);
+    torch::mm_out(P, inputOf(e), m.q);
     pAt += m.rows * m.rank;
   }
-  wire.sum(p_.data_ptr<float>(), static_cast<size_t>(pElements), DataType::kFloat32);
+  segments_.assign(1, {pData, static_cast<size_t>(pElements)});
+  sumSegments(wire);
+  if (!p_.narrow(0, 0, pElements).isfinite().all().item<bool>()) return passNonFinite(bucket, data);
 
-  // Q = M^T P with P orthonormal, summed.
+  // Q = X^T P with P orthonormal, summed.
   pAt = 0;
   int64_t qAt = 0;
   for (const BucketEntry& e : bucket.entries) {
     const Matrix& m = matrices_[e.param];
     if (m.rank == 0) continue;
-    float* p = p_.data_ptr<float>() + pAt;
-    orthogonalise(p, m.rows, m.rank, work_);
+    orthogonalise(pData + pAt, m.rows, m.rank, work_);
     torch::Tensor P = p_.narrow(0, pAt, m.rows * m.rank).view({m.rows, m.rank});
     torch::Tensor Q = qSum_.narrow(0, qAt, m.cols * m.rank).view({m.cols, m.rank});
-    torch::mm_out(Q, matrixAt(data, e.offset, m.rows, m.cols).t(), P);
+    torch::mm_out(Q, inputOf(e).t(), P);
     pAt += m.rows * m.rank;
     qAt += m.cols * m.rank;
   }
-  wire.sum(qSum_.data_ptr<float>(), static_cast<size_t>(qElements), DataType::kFloat32);
+  segments_.assign(1, {qData, static_cast<size_t>(qElements)});
+  sumSegments(wire);
+  if (!qSum_.narrow(0, 0, qElements).isfinite().all().item<bool>())
+    return passNonFinite(bucket, data);
 
-  // M ~ P Q^T into the bucket; this rank's share of what it left out kept.
+  // M ~ P Q^T into the bucket; this rank's share of what it left out kept:
+  // E = X - P Q^T / N.
   pAt = 0;
   qAt = 0;
   const float share = 1.0f / static_cast<float>(worldSize_);
@@ -171,10 +244,6 @@ void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, Wi
     torch::Tensor M = matrixAt(data, e.offset, m.rows, m.cols);
     torch::Tensor P = p_.narrow(0, pAt, m.rows * m.rank).view({m.rows, m.rank});
     torch::Tensor Q = qSum_.narrow(0, qAt, m.cols * m.rank).view({m.cols, m.rank});
-    if (options_.errorFeedback) {
-      if (!m.error.defined()) m.error = torch::empty({m.rows, m.cols}, torch::kFloat);
-      m.error.copy_(M);
-    }
     torch::mm_out(M, P, Q.t());
     if (options_.errorFeedback) m.error.sub_(M, share);
     if (options_.warmStart) m.q.copy_(Q);
@@ -189,7 +258,7 @@ int64_t PowerSgdCodec::wireBytes(const Bucket& bucket) const {
     const Matrix& m = matrices_[e.param];
     elements += m.rank == 0 ? e.numel : (m.rows + m.cols) * m.rank;
   }
-  return elements * static_cast<int64_t>(sizeof(float));
+  return elements * static_cast<int64_t>(elementSize(wireType_));
 }
 
 GradientCodec::NamedState PowerSgdCodec::state() const {

@@ -8,13 +8,35 @@
 //     dimension, m = the rest (a conv: out x in*kh*kw); it is compressed
 //     when its factors pay — (n + m) r * minCompressionRate <= n m, with r
 //     = min(rank, n, m) — and the rest (vectors, small matrices) are summed
-//     uncompressed in one batched collective, exactly as fp32;
-//   * with error feedback, M += E (what compression left out of this rank's
-//     last gradient);
-//   * P = M Q, one collective for every P of the bucket, each P
+//     uncompressed in one batched collective, exactly as the plain codec of
+//     the wire type would;
+//   * with error feedback, X = M + E (E: what compression left out of this
+//     rank's last gradient), formed in E's own memory — E is X until the
+//     step's end, so the 3 passes of add-copy-subtract over the gradient
+//     are 2 (add, subtract);
+//   * Q's columns scaled to unit length (the same on every rank; it changes
+//     nothing P's orthogonalisation keeps, and bounds P by the gradient);
+//   * P = X Q, one collective for every P of the bucket, each P
 //     orthogonalised (modified Gram-Schmidt in double, in plain loops: the
 //     same bits on every rank);
-//   * Q = M^T P, one collective for every Q; M ~ P Q^T.
+//   * Q = X^T P, one collective for every Q; M ~ P Q^T, E = X - P Q^T / N.
+//
+// The wire type (ddp.exchange_dtype) is that of every collective here:
+// fp32, or fp16/bf16 — the factors and the uncompressed values cast to 16
+// bits, pre-divided by the world size as the 16-bit codec does (half the
+// bytes again; Vogels et al. send fp32, PyTorch's fp16_compress_wrapper
+// around its powerSGD_hook is the 16-bit analogue). The rounding of the
+// factors is compression error like any other: P Q^T is computed from the
+// summed, rounded factors on every rank, and error feedback carries what
+// it left out.
+//
+// A step whose summed P or Q is not finite (an overflowed fp16 backward
+// under loss scaling, or the 16-bit wire's range exceeded) leaves NaN in
+// the compressed gradients of every rank — the loss scaler skips the
+// step — and resets the error memory instead of folding non-finite
+// values into every later step; Q keeps the last finite step's. (A loss
+// scale that grows — x2 after its growth interval of clean steps —
+// leaves one step's error memory at the old scale: half weight, once.)
 // Gradients are sums here, not means (DistributedDataParallel), so the
 // factors are of the summed gradient: P Q^T = P P^T (sum_j M_j), the sum
 // projected on P's span; rank i keeps E_i = M_i - (P Q^T) / N, so the
@@ -39,6 +61,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "gradient_codec.h"
@@ -49,10 +72,12 @@ class PowerSgdCodec : public GradientCodec {
  public:
   // Throws InvalidArgument naming ddp.powersgd_rank when it is below 1 or
   // compresses none of these parameters.
-  PowerSgdCodec(const PowerSgdOptions& options, const std::vector<torch::Tensor>& params,
-                const std::vector<std::string>& names, int worldSize);
+  // `wireType`: kFloat32, kFloat16 or kBFloat16 (see above).
+  PowerSgdCodec(const PowerSgdOptions& options, DataType wireType,
+                const std::vector<torch::Tensor>& params, const std::vector<std::string>& names,
+                int worldSize);
 
-  DataType wireType() const override { return DataType::kFloat32; }
+  DataType wireType() const override { return wireType_; }
   void exchange(size_t index, const Bucket& bucket, float* data, WireSum& wire) override;
   // Once compression has started: the factors and the uncompressed values.
   int64_t wireBytes(const Bucket& bucket) const override;
@@ -72,17 +97,29 @@ class PowerSgdCodec : public GradientCodec {
   };
 
   torch::Tensor freshQ(size_t param) const;
+  // Q with its columns at unit length; a Q with a zero or non-finite
+  // column (nothing came back last step) drawn afresh first.
+  void unitColumns(size_t param);
+  // The floats at `segments_` summed across the ranks as one message of
+  // the wire type, written back in place.
+  void sumSegments(WireSum& wire);
   // Sums the uncompressed entries of `bucket` in one collective.
   void sumUncompressed(const Bucket& bucket, float* data, WireSum& wire);
+  // The non-finite step (see above): NaN in every compressed gradient of
+  // the bucket, the error memory reset.
+  void passNonFinite(const Bucket& bucket, float* data);
 
   PowerSgdOptions options_;
+  DataType wireType_;
   int worldSize_;
   std::vector<std::string> names_;
-  std::vector<Matrix> matrices_;  // per parameter, registration order
-  int64_t steps_ = 0;             // synced steps exchanged so far
-  std::vector<float> flat_;       // the uncompressed entries, packed
-  std::vector<double> work_;      // orthogonalisation in double
-  torch::Tensor p_, qSum_;        // the bucket's factors, packed
+  std::vector<Matrix> matrices_;                     // per parameter, registration order
+  int64_t steps_ = 0;                                // synced steps exchanged so far
+  int64_t nonFiniteSteps_ = 0;                       // steps passNonFinite() handled
+  std::vector<std::pair<float*, size_t>> segments_;  // what sumSegments() sends
+  std::vector<uint8_t> wire_;                        // the packed message
+  std::vector<double> work_;                         // orthogonalisation in double
+  torch::Tensor p_, qSum_;                           // the bucket's factors, packed
 };
 
 }  // namespace bigbatch::ddp_detail

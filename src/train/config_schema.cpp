@@ -84,10 +84,6 @@ void checkCompression(const Config& c) {
                      "whole gradient matrices, the partition reduce-scatters slices; set "
                      "ddp.partition = none",
                      codec);
-    BIGBATCH_REQUIRE(c.getString("ddp.exchange_dtype") == "fp32", InvalidArgument,
-                     "ddp.compression = {} sends its factors in fp32: set ddp.exchange_dtype = "
-                     "fp32 (got {})",
-                     codec, c.getString("ddp.exchange_dtype"));
     BIGBATCH_REQUIRE(c.getString("ddp.gpu_exchange") != "nccl", InvalidArgument,
                      "ddp.compression = {} runs on the host exchange: set ddp.gpu_exchange = "
                      "\"host\" (or \"auto\")",

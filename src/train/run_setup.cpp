@@ -277,7 +277,8 @@ std::string wireDescription(const RunComponents& run) {
   if (recipe.ddp.compression == GradientCompression::kNone) return recipe.exchangeDtype;
   const DistributedDataParallel& ddp = *run.exchange.ddp;
   const int64_t wire = ddp.wireBytesPerStep();
-  return fmt::format("PowerSGD rank-{} factors{} ({})", recipe.ddp.powerSgd.rank,
+  return fmt::format("PowerSGD rank-{} {} factors{} ({})", recipe.ddp.powerSgd.rank,
+                     recipe.exchangeDtype,
                      recipe.ddp.powerSgd.startStep > 0
                          ? fmt::format(" from step {}", recipe.ddp.powerSgd.startStep + 1)
                          : std::string(),
