@@ -12,17 +12,22 @@
 # Cases: cnn on 2 hosts x 1 rank at CNN_RATE (50mbit); big on 2 x 1 at RATE
 # (1gbit) and at SLOW_RATE (300mbit); big on 2 hosts x 2 ranks at RATE.
 # Rows per case:
-#   pt none / pt fp16 / pt powersgd / pt batched_powersgd
+#   pt none / pt fp16 / pt powersgd / pt batched_powersgd / pt powersgd_bf16
 #                                     PyTorch DDP (gloo, 25 MB buckets, tcmalloc)
 #                                     with no hook, fp16_compress_hook,
 #                                     powerSGD_hook and batched_powerSGD_hook at
-#                                     rank 4 from iteration 2
+#                                     rank 4 from iteration 2, and powerSGD_hook
+#                                     in bf16_compress_wrapper (its 16-bit-wire
+#                                     PowerSGD; the fp16 wrapper cannot run on
+#                                     CPU: PyTorch 1.13 has no fp16 CPU matmul)
 #   bb fp32 / bb fp16 / bb powersgd   bigbatch (configs/default.toml's exchange)
 #                                     fp32, ddp.exchange_dtype = fp16, and
 #                                     ddp.compression = powersgd at rank 4 from
 #                                     step 2 (the same start as PyTorch's)
 #   bb powersgd_r2                    the same at rank 2 (half the factors'
 #                                     bytes; its accuracy: the ablation)
+#   bb powersgd_fp16 / _r2_fp16       rank 4 / rank 2 with ddp.exchange_dtype =
+#                                     fp16: factors and small tensors in 16 bits
 #   ceiling                           (big) bigbatch fp32 with the same ranks on
 #                                     one host: no network at all
 # img/s: bigbatch's second epoch, PyTorch's timed steps after as many
@@ -111,7 +116,7 @@ pytorch_row() {  # name case ranks_per_host link steps hidden hook
 
 case_rows() {  # case rph link steps hidden
   local case=$1 rph=$2 link=$3 steps=$4 hidden=$5
-  for hook in none fp16 powersgd batched_powersgd; do
+  for hook in none fp16 powersgd batched_powersgd powersgd_bf16; do
     pytorch_row "${case}_pt_${hook}" "$case" "$rph" "$link" "$steps" "$hidden" "$hook"
   done
   bigbatch_row "${case}_bb_fp32" "$case" "$rph" "$link" "$steps" "$hidden"
@@ -121,6 +126,12 @@ case_rows() {  # case rph link steps hidden
     --set ddp.compression=powersgd --set ddp.powersgd_rank=4 --set ddp.powersgd_start_step=2
   bigbatch_row "${case}_bb_powersgd_r2" "$case" "$rph" "$link" "$steps" "$hidden" \
     --set ddp.compression=powersgd --set ddp.powersgd_rank=2 --set ddp.powersgd_start_step=2
+  bigbatch_row "${case}_bb_powersgd_fp16" "$case" "$rph" "$link" "$steps" "$hidden" \
+    --set ddp.compression=powersgd --set ddp.powersgd_rank=4 --set ddp.powersgd_start_step=2 \
+    --set ddp.exchange_dtype=fp16
+  bigbatch_row "${case}_bb_powersgd_r2_fp16" "$case" "$rph" "$link" "$steps" "$hidden" \
+    --set ddp.compression=powersgd --set ddp.powersgd_rank=2 --set ddp.powersgd_start_step=2 \
+    --set ddp.exchange_dtype=fp16
 }
 
 cases=${CASES:-cnn_2x1 big_2x1 big_2x1_slow big_2x2}

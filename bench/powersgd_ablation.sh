@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # What each part of bigbatch's PowerSGD buys (ddp.compression = powersgd):
-# its rank (1, 2, 4, 8), error feedback, warm-started Q — in img/s and in
-# accuracy, side by side in one run.
+# its rank (1, 2, 4, 8), error feedback, warm-started Q, and its factors in
+# 16 bits (ddp.exchange_dtype = fp16) — in img/s and in accuracy, side by
+# side in one run.
 #   img/s:    the 26 M-parameter CNN (model.hidden = 350000) on 2 emulated
 #             hosts x 1 rank at RATE (default 1gbit; root), as
 #             bench/compression_bench.sh runs it, second epoch;
@@ -23,7 +24,9 @@ variants=("r1:--set ddp.powersgd_rank=1"
           "r4:--set ddp.powersgd_rank=4"
           "r8:--set ddp.powersgd_rank=8"
           "r4_no_error_feedback:--set ddp.powersgd_rank=4 --set ddp.powersgd_error_feedback=false"
-          "r4_no_warm_start:--set ddp.powersgd_rank=4 --set ddp.powersgd_warm_start=false")
+          "r4_no_warm_start:--set ddp.powersgd_rank=4 --set ddp.powersgd_warm_start=false"
+          "r4_fp16_wire:--set ddp.powersgd_rank=4 --set ddp.exchange_dtype=fp16"
+          "r2_fp16_wire:--set ddp.powersgd_rank=2 --set ddp.exchange_dtype=fp16")
 
 throughput() {  # name sets...
   local name=$1 dir="$out/speed_$1"
