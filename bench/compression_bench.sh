@@ -35,7 +35,11 @@
 # row that runs past PT_LIMIT_S, default 240 s) is printed as failed with
 # its log, the others go on.
 # CASES: the cases to run, e.g. CASES="big_2x1" (default: all four:
-# cnn_2x1 big_2x1 big_2x1_slow big_2x2).
+# cnn_2x1 big_2x1 big_2x1_slow big_2x2). ROWS: the rows to run, by the
+# name after the case, e.g. ROWS="bb_powersgd_r2 ceiling" (default: all).
+# ROUNDS: run each case's rows this many times in turn (default 1), so
+# drift hits every row alike; the table then shows each row's median,
+# with the lowest and highest, and the ratios are of medians.
 # Usage: bench/compression_bench.sh [RATE] [CNN_RATE] [SLOW_RATE] [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -74,9 +78,13 @@ bb_args() {  # steps hidden ranks_total
 
 bb_img_s() { /usr/bin/python3 -c "import csv,sys; print(list(csv.DictReader(open(sys.argv[1])))[-1]['img_s'])" "$1"; }
 
+rows_wanted=${ROWS:-}
+row_wanted() { [[ -z "$rows_wanted" || " $rows_wanted " == *" ${1#"$2"_} "* ]]; }  # name case
+
 bigbatch_row() {  # name case hosts_x_ranks link steps hidden sets...
   local name=$1 case=$2 rph=$3 link=$4 steps=$5 hidden=$6
   shift 6
+  row_wanted "$name" "$case" || return 0
   local dir="$out/$name"
   if scripts/emulated_cluster --hosts 2 --ranks-per-host "$rph" --rate "$link" -- \
       build/apps/bigbatch train configs/default.toml --run-dir "$dir" --overwrite -q \
@@ -90,6 +98,7 @@ bigbatch_row() {  # name case hosts_x_ranks link steps hidden sets...
 
 ceiling_row() {  # name case ranks steps hidden
   local name=$1 case=$2 ranks=$3 steps=$4 hidden=$5
+  row_wanted "$name" "$case" || return 0
   local dir="$out/$name"
   if build/apps/bigbatch train configs/default.toml --workers "$ranks" --run-dir "$dir" \
       --overwrite -q $(bb_args "$steps" "$hidden" "$ranks") >"$dir.log" 2>&1; then
@@ -102,6 +111,7 @@ ceiling_row() {  # name case ranks steps hidden
 
 pytorch_row() {  # name case ranks_per_host link steps hidden hook
   local name=$1 case=$2 rph=$3 link=$4 steps=$5 hidden=$6 hook=$7
+  row_wanted "$name" "$case" || return 0
   if scripts/emulated_cluster --hosts 2 --ranks-per-host "$rph" --rate "$link" -- \
       env LD_PRELOAD="$tcmalloc" timeout "$pt_limit" /usr/bin/python3 bench/pytorch_ddp.py --mpi --model cnn \
       --hidden "$hidden" --batch 64 --threads 1 --steps "$steps" --warmup "$steps" \
@@ -136,6 +146,7 @@ case_rows() {  # case rph link steps hidden
 
 cases=${CASES:-cnn_2x1 big_2x1 big_2x1_slow big_2x2}
 wanted() { [[ " $cases " == *" $1 "* ]]; }
+for round in $(seq "${ROUNDS:-1}"); do
 if wanted cnn_2x1; then
   case_rows cnn_2x1 1 "$cnn_rate" 100 0
 fi
@@ -151,15 +162,27 @@ if wanted big_2x2; then
   case_rows big_2x2 2 "$rate" 10 350000
   ceiling_row big_2x2_ceiling big_2x2 4 10 350000
 fi
+done
 
 /usr/bin/python3 - "$out/rows.jsonl" <<'EOF'
-import json, sys
-rows = [json.loads(l) for l in open(sys.argv[1])]
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+# One row per name: the median of its rounds (failed rounds left out), and
+# the lowest and highest when there were several.
+rows = []
+for r in runs:
+    if not any(x["name"] == r["name"] for x in rows):
+        mine = [x["img_s"] for x in runs if x["name"] == r["name"] and x["img_s"]]
+        rows.append(dict(r, img_s=statistics.median(mine) if mine else None, n=len(mine),
+                         low=min(mine, default=None), high=max(mine, default=None)))
+several = any(r["n"] > 1 for r in rows)
 cases = []
 for r in rows:
     if r["case"] not in cases:
         cases.append(r["case"])
-print(f"{'row':<28} {'link':<8} {'img/s':>8} {'vs pt best':>10} {'of ceiling':>10} {'wire MB':>8}")
+spread_head = f" {'rounds: low-high':>18}" if several else ""
+print(f"{'row':<33} {'link':<8} {'img/s':>8} {'vs pt best':>10} {'of ceiling':>10} "
+      f"{'wire MB':>8}{spread_head}")
 for c in cases:
     mine = [r for r in rows if r["case"] == c]
     pt = [r for r in mine if "_pt_" in r["name"] and r["img_s"]]
@@ -171,7 +194,8 @@ for c in cases:
         vs = f"{v / best['img_s']:9.2f}x" if v and best else ""
         of = f"{v / ceiling:10.2f}" if v and ceiling else ""
         mb = f"{r['wire_bytes'] / 1e6:8.3f}" if "wire_bytes" in r else ""
-        print(f"{r['name']:<28} {r['link']:<8} {img} {vs:>10} {of:>10} {mb:>8}")
+        spread = f" {r['n']:>3}: {r['low']:6.1f}-{r['high']:6.1f}" if several and r["n"] else ""
+        print(f"{r['name']:<33} {r['link']:<8} {img} {vs:>10} {of:>10} {mb:>8}{spread}")
     if best:
         print(f"  PyTorch's best in {c}: {best['name']} ({best['img_s']:.1f} img/s)")
 EOF
