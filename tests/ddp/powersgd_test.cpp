@@ -35,6 +35,14 @@ torch::Tensor projected(const torch::Tensor& M, const torch::Tensor& Q) {
   return torch::mm(P, torch::mm(P.t(), M));
 }
 
+// A bucket holding one parameter of `numel` values: the codec alone.
+Bucket oneMatrix(int64_t numel) {
+  Bucket bucket;
+  bucket.entries = {{0, 0, numel}};
+  bucket.numel = numel;
+  return bucket;
+}
+
 torch::Tensor stateOf(const PowerSgdCodec& codec, const std::string& key) {
   for (const auto& [name, value] : codec.state()) {
     if (name == key) return value;
@@ -52,9 +60,7 @@ TEST(PowerSgd, ErrorFeedbackCarriesWhatCompressionLeftOut) {
   o.rank = 1;
   PowerSgdCodec codec(o, DataType::kFloat32, {weight}, {"w"}, 1);
   ASSERT_EQ(codec.rankOf(0), 1);
-  Bucket bucket;
-  bucket.entries = {{0, 0, 30}};
-  bucket.numel = 30;
+  const Bucket bucket = oneMatrix(30);
   torch::manual_seed(3);
   const torch::Tensor g1 = torch::randn({6, 5}), g2 = torch::randn({6, 5});
   OneRankWire wire;
@@ -89,9 +95,7 @@ TEST(PowerSgd, AblationsKeepNoErrorAndDrawQAfresh) {
   o.warmStart = false;
   PowerSgdCodec a(o, DataType::kFloat32, {weight}, {"w"}, 1),
       b(o, DataType::kFloat32, {weight}, {"w"}, 1);
-  Bucket bucket;
-  bucket.entries = {{0, 0, 64}};
-  bucket.numel = 64;
+  const Bucket bucket = oneMatrix(64);
   OneRankWire wire;
   torch::manual_seed(5);
   const torch::Tensor g = torch::randn({8, 8});
@@ -112,9 +116,7 @@ TEST(PowerSgd, AZeroGradientStepDoesNotStopCompression) {
   PowerSgdOptions o;
   o.rank = 1;
   PowerSgdCodec codec(o, DataType::kFloat32, {weight}, {"w"}, 1);
-  Bucket bucket;
-  bucket.entries = {{0, 0, 30}};
-  bucket.numel = 30;
+  const Bucket bucket = oneMatrix(30);
   OneRankWire wire;
   torch::Tensor zero = torch::zeros({6, 5});
   codec.exchange(0, bucket, zero.data_ptr<float>(), wire);
@@ -135,9 +137,7 @@ TEST(PowerSgd, ANonFiniteStepIsPassedOnAndNotRemembered) {
   PowerSgdOptions o;
   o.rank = 2;
   PowerSgdCodec codec(o, DataType::kFloat32, {weight}, {"w"}, 1);
-  Bucket bucket;
-  bucket.entries = {{0, 0, 80}};
-  bucket.numel = 80;
+  const Bucket bucket = oneMatrix(80);
   OneRankWire wire;
   torch::manual_seed(9);
   torch::Tensor g1 = torch::randn({8, 10}), g2 = torch::randn({8, 10}), g3 = torch::randn({8, 10});
@@ -160,9 +160,7 @@ TEST(PowerSgd, StateRestoresTheSameNextStep) {
   PowerSgdOptions o;
   o.rank = 2;
   PowerSgdCodec a(o, DataType::kFloat32, {weight}, {"w"}, 1);
-  Bucket bucket;
-  bucket.entries = {{0, 0, 80}};
-  bucket.numel = 80;
+  const Bucket bucket = oneMatrix(80);
   OneRankWire wire;
   torch::manual_seed(11);
   const torch::Tensor g1 = torch::randn({8, 10}), g2 = torch::randn({8, 10});
