@@ -106,7 +106,7 @@ torch::Tensor PowerSgdCodec::freshQ(size_t param) const {
 void PowerSgdCodec::unitColumns(size_t param) {
   Matrix& m = matrices_[param];
   torch::Tensor norms = m.q.norm(2, {0}, /*keepdim=*/true);
-  const bool usable = norms.isfinite().all().item<bool>() && norms.gt(0).all().item<bool>();
+  const bool usable = norms.isfinite().logical_and(norms.gt(0)).all().item<bool>();
   if (!usable) {
     m.q = freshQ(param);
     norms = m.q.norm(2, {0}, /*keepdim=*/true);
