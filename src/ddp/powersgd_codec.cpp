@@ -8,6 +8,7 @@
 #include "bigbatch/collectives/allreduce.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/logging.h"
+#include "low_rank_kernels.h"
 
 namespace bigbatch::ddp_detail {
 namespace {
@@ -187,28 +188,31 @@ void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, Wi
   // gradient itself without error feedback).
   const auto inputOf = [&](const BucketEntry& e) {
     Matrix& m = matrices_[e.param];
-    return options_.errorFeedback ? m.error : matrixAt(data, e.offset, m.rows, m.cols);
+    return options_.errorFeedback ? m.error.data_ptr<float>() : data + e.offset;
   };
   float* pData = p_.data_ptr<float>();
   float* qData = qSum_.data_ptr<float>();
 
-  // P = X Q for every compressed matrix, summed.
+  // X = M + E and P = X Q in one pass for every compressed matrix; the Ps
+  // summed.
   int64_t pAt = 0;
   for (const BucketEntry& e : bucket.entries) {
     Matrix& m = matrices_[e.param];
     if (m.rank == 0) continue;
+    const float* folded = nullptr;  // what is added to X: the gradient, into E
     if (options_.errorFeedback) {
-      torch::Tensor M = matrixAt(data, e.offset, m.rows, m.cols);
       if (m.error.defined()) {
-        m.error.add_(M);
+        folded = data + e.offset;
       } else {
-        m.error = M.clone();
+        m.error = matrixAt(data, e.offset, m.rows, m.cols).clone();
       }
     }
     if (!options_.warmStart) m.q = freshQ(e.param);
     unitColumns(e.param);
-    torch::Tensor P = p_.narrow(0, pAt, m.rows * m.rank).view({m.rows, m.rank});
-    torch::mm_out(P, inputOf(e), m.q);
+    qt_.resize(static_cast<size_t>(m.cols * m.rank));
+    low_rank::transpose(m.q.data_ptr<float>(), m.cols, m.rank, qt_.data());
+    low_rank::foldAndProject(inputOf(e), folded, m.rows, m.cols, qt_.data(), m.rank,
+                             pData + pAt);
     pAt += m.rows * m.rank;
   }
   segments_.assign(1, {pData, static_cast<size_t>(pElements)});
@@ -222,9 +226,7 @@ void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, Wi
     const Matrix& m = matrices_[e.param];
     if (m.rank == 0) continue;
     orthogonalise(pData + pAt, m.rows, m.rank, work_);
-    torch::Tensor P = p_.narrow(0, pAt, m.rows * m.rank).view({m.rows, m.rank});
-    torch::Tensor Q = qSum_.narrow(0, qAt, m.cols * m.rank).view({m.cols, m.rank});
-    torch::mm_out(Q, inputOf(e).t(), P);
+    low_rank::projectBack(inputOf(e), m.rows, m.cols, pData + pAt, m.rank, qData + qAt, work_);
     pAt += m.rows * m.rank;
     qAt += m.cols * m.rank;
   }
@@ -233,20 +235,21 @@ void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, Wi
   if (!qSum_.narrow(0, 0, qElements).isfinite().all().item<bool>())
     return passNonFinite(bucket, data);
 
-  // M ~ P Q^T into the bucket; this rank's share of what it left out kept:
-  // E = X - P Q^T / N.
+  // M ~ P Q^T into the bucket and, in the same pass, this rank's share of
+  // what it left out kept: E = X - P Q^T / N.
   pAt = 0;
   qAt = 0;
   const float share = 1.0f / static_cast<float>(worldSize_);
   for (const BucketEntry& e : bucket.entries) {
     Matrix& m = matrices_[e.param];
     if (m.rank == 0) continue;
-    torch::Tensor M = matrixAt(data, e.offset, m.rows, m.cols);
-    torch::Tensor P = p_.narrow(0, pAt, m.rows * m.rank).view({m.rows, m.rank});
-    torch::Tensor Q = qSum_.narrow(0, qAt, m.cols * m.rank).view({m.cols, m.rank});
-    torch::mm_out(M, P, Q.t());
-    if (options_.errorFeedback) m.error.sub_(M, share);
-    if (options_.warmStart) m.q.copy_(Q);
+    qt_.resize(static_cast<size_t>(m.cols * m.rank));
+    low_rank::transpose(qData + qAt, m.cols, m.rank, qt_.data());
+    low_rank::reconstruct(data + e.offset,
+                          options_.errorFeedback ? m.error.data_ptr<float>() : nullptr, m.rows,
+                          m.cols, pData + pAt, qt_.data(), m.rank, share);
+    if (options_.warmStart)
+      m.q.copy_(qSum_.narrow(0, qAt, m.cols * m.rank).view({m.cols, m.rank}));
     pAt += m.rows * m.rank;
     qAt += m.cols * m.rank;
   }

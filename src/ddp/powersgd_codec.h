@@ -12,8 +12,8 @@
 //     the wire type would;
 //   * with error feedback, X = M + E (E: what compression left out of this
 //     rank's last gradient), formed in E's own memory — E is X until the
-//     step's end, so the 3 passes of add-copy-subtract over the gradient
-//     are 2 (add, subtract);
+//     step's end — in the same pass as P = X Q (low_rank_kernels.h: each
+//     of the three steps over the gradient is one pass over memory);
 //   * Q's columns scaled to unit length (the same on every rank; it changes
 //     nothing P's orthogonalisation keeps, and bounds P by the gradient);
 //   * P = X Q, one collective for every P of the bucket, each P
@@ -118,7 +118,8 @@ class PowerSgdCodec : public GradientCodec {
   int64_t nonFiniteSteps_ = 0;                       // steps passNonFinite() handled
   std::vector<std::pair<float*, size_t>> segments_;  // what sumSegments() sends
   std::vector<uint8_t> wire_;                        // the packed message
-  std::vector<double> work_;                         // orthogonalisation in double
+  std::vector<double> work_;                         // orthogonalisation, Q's sums
+  std::vector<float> qt_;                            // Q^T of the matrix at hand
   torch::Tensor p_, qSum_;                           // the bucket's factors, packed
 };
 

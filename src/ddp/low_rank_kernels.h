@@ -1,0 +1,49 @@
+// Low-rank kernels: PowerSGD's three passes over a compressed gradient
+// (powersgd_codec.h), each one pass over memory.
+//
+// Why not ATen's mm: the codec's work is three skinny products and two
+// elementwise passes over the gradient, and ATen runs them as five passes
+// with the products well below the memory's speed. Fused — E += G with
+// P = E Q; Q = E^T P; M = P Q^T with E -= M / N — each reads or writes E
+// once. On the 26 M-parameter model of bench/compression_bench.sh
+// (hidden.weight 350000 x 64, rank 2, 1 thread; 2026-12-03,
+// build/bench/low_rank_kernels_bench, side by side in one run) the three
+// steps took 9.1, 5.0 and 6.7 ms against ATen's 13.6, 9.2 and 15.5 ms:
+// 20.8 ms of the codec's step against 38.3.
+//
+// Matrices are row-major floats. The products sum in float lanes folded
+// into double. reconstruct() — whose result must be the same bits on every
+// rank — rounds as plain float code: its AVX2 and baseline versions give
+// the same bits (ranks on different x86-64 CPUs stay identical); the file
+// is built with -ffp-contract=off so that no flag or clone that brings in
+// fused multiply-add changes that.
+//
+// Threading: plain functions of their arguments; the caller's thread runs
+// them. Internal to src/ddp.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+namespace bigbatch::ddp_detail::low_rank {
+
+// x (rows x cols) += g where g is not null (error feedback: x is the
+// error memory, g the gradient); then p = x q, where qt = q^T (rank x
+// cols) and p is rows x rank.
+void foldAndProject(float* x, const float* g, int64_t rows, int64_t cols, const float* qt,
+                    int rank, float* p);
+
+// q = x^T p: x rows x cols, p rows x rank, q cols x rank. `work` holds the
+// double sums of a block of columns.
+void projectBack(const float* x, int64_t rows, int64_t cols, const float* p, int rank, float* q,
+                 std::vector<double>& work);
+
+// m = p qt (p rows x rank, qt rank x cols; each value summed over k in
+// order, in float), and e -= share * m where e is not null.
+void reconstruct(float* m, float* e, int64_t rows, int64_t cols, const float* p, const float* qt,
+                 int rank, float share);
+
+// dst (cols x rows) = src^T (src rows x cols).
+void transpose(const float* src, int64_t rows, int64_t cols, float* dst);
+
+}  // namespace bigbatch::ddp_detail::low_rank

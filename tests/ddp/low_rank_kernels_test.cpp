@@ -1,0 +1,112 @@
+// The low-rank kernels (src/ddp/low_rank_kernels.h) against the ATen
+// products they replace, on shapes whose rows and columns are not
+// multiples of the kernels' blocks and lanes, and reconstruct()'s rounding
+// against the same sum written out in plain float.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <vector>
+
+#include "low_rank_kernels.h"
+
+namespace bigbatch {
+namespace {
+
+namespace low_rank = ddp_detail::low_rank;
+
+struct Shape {
+  int64_t rows, cols;
+  int rank;
+};
+
+// Wide rows (more than one column block), tall and narrow, one row, rank 1.
+const Shape kShapes[] = {{5, 2500, 3}, {1037, 13, 2}, {1, 9, 1}, {64, 1024, 4}};
+
+torch::Tensor randomMatrix(int64_t rows, int64_t cols, uint64_t seed) {
+  at::Generator generator = at::detail::createCPUGenerator(seed);
+  return torch::randn({rows, cols}, generator, torch::kFloat);
+}
+
+torch::Tensor transposed(const torch::Tensor& m) { return m.t().contiguous(); }
+
+// Float sums against the double ones the kernels form: a few float
+// roundings of the largest term, relative to the result's scale.
+void expectClose(const torch::Tensor& got, const torch::Tensor& want) {
+  const double scale = want.abs().max().item<double>();
+  EXPECT_LE((got.to(torch::kDouble) - want).abs().max().item<double>(), 1e-5 * scale);
+}
+
+TEST(LowRankKernels, FoldAndProjectIsTheSumTimesQ) {
+  for (const Shape& s : kShapes) {
+    const torch::Tensor e = randomMatrix(s.rows, s.cols, 1), g = randomMatrix(s.rows, s.cols, 2);
+    const torch::Tensor q = randomMatrix(s.cols, s.rank, 3);
+    const torch::Tensor qt = transposed(q);
+    torch::Tensor x = e.clone(), p = torch::empty({s.rows, s.rank});
+    low_rank::foldAndProject(x.data_ptr<float>(), g.data_ptr<float>(), s.rows, s.cols,
+                             qt.data_ptr<float>(), s.rank, p.data_ptr<float>());
+    EXPECT_TRUE(torch::equal(x, e + g)) << s.rows << "x" << s.cols;
+    expectClose(p, torch::mm((e + g).to(torch::kDouble), q.to(torch::kDouble)));
+    // Without a gradient to fold, x is only read.
+    low_rank::foldAndProject(x.data_ptr<float>(), nullptr, s.rows, s.cols, qt.data_ptr<float>(),
+                             s.rank, p.data_ptr<float>());
+    EXPECT_TRUE(torch::equal(x, e + g));
+    expectClose(p, torch::mm(x.to(torch::kDouble), q.to(torch::kDouble)));
+  }
+}
+
+TEST(LowRankKernels, ProjectBackIsXTransposedTimesP) {
+  std::vector<double> work;
+  for (const Shape& s : kShapes) {
+    const torch::Tensor x = randomMatrix(s.rows, s.cols, 4), p = randomMatrix(s.rows, s.rank, 5);
+    torch::Tensor q = torch::empty({s.cols, s.rank});
+    low_rank::projectBack(x.data_ptr<float>(), s.rows, s.cols, p.data_ptr<float>(), s.rank,
+                          q.data_ptr<float>(), work);
+    expectClose(q, torch::mm(x.t().to(torch::kDouble), p.to(torch::kDouble)));
+  }
+}
+
+// The reconstruction must be the same bits on every rank, whichever
+// version of the kernel the CPU picks: exactly the plain float sum over k
+// in order, then e - share * m, each operation rounded once.
+TEST(LowRankKernels, ReconstructRoundsAsPlainFloatCode) {
+  for (const Shape& s : kShapes) {
+    const torch::Tensor p = randomMatrix(s.rows, s.rank, 6), q = randomMatrix(s.cols, s.rank, 7);
+    const torch::Tensor e0 = randomMatrix(s.rows, s.cols, 8);
+    const torch::Tensor qt = transposed(q);
+    const float share = 1.0f / 3.0f;
+    torch::Tensor m = torch::empty({s.rows, s.cols}), e = e0.clone();
+    low_rank::reconstruct(m.data_ptr<float>(), e.data_ptr<float>(), s.rows, s.cols,
+                          p.data_ptr<float>(), qt.data_ptr<float>(), s.rank, share);
+    const auto P = p.accessor<float, 2>(), Q = q.accessor<float, 2>(), E0 = e0.accessor<float, 2>();
+    const auto M = m.accessor<float, 2>(), E = e.accessor<float, 2>();
+    int64_t mismatches = 0;
+    for (int64_t i = 0; i < s.rows; ++i) {
+      for (int64_t j = 0; j < s.cols; ++j) {
+        volatile float sum = P[i][0] * Q[j][0];  // volatile: each step rounded to float
+        for (int k = 1; k < s.rank; ++k) {
+          volatile float term = P[i][k] * Q[j][k];
+          sum = sum + term;
+        }
+        volatile float scaled = share * sum;
+        volatile float kept = E0[i][j] - scaled;
+        mismatches += M[i][j] != sum || E[i][j] != kept;
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << s.rows << "x" << s.cols << " rank " << s.rank;
+    // Without error memory only m is written.
+    torch::Tensor m2 = torch::empty({s.rows, s.cols});
+    low_rank::reconstruct(m2.data_ptr<float>(), nullptr, s.rows, s.cols, p.data_ptr<float>(),
+                          qt.data_ptr<float>(), s.rank, share);
+    EXPECT_TRUE(torch::equal(m2, m));
+  }
+}
+
+TEST(LowRankKernels, TransposeSwapsTheIndices) {
+  const torch::Tensor a = randomMatrix(7, 3, 9);
+  torch::Tensor b = torch::empty({3, 7});
+  low_rank::transpose(a.data_ptr<float>(), 7, 3, b.data_ptr<float>());
+  EXPECT_TRUE(torch::equal(b, a.t()));
+}
+
+}  // namespace
+}  // namespace bigbatch
