@@ -4,7 +4,9 @@
 # (configs/fast.toml; bench/pytorch_train.py --recipe fast): PyTorch DDP
 # (gloo, tcmalloc) with no hook, fp16_compress_hook and powerSGD_hook at
 # rank 4 from iteration 2, against bigbatch fp32 and bigbatch with
-# ddp.compression = powersgd at rank 4 from step 2. One thread per rank on
+# ddp.compression = powersgd at rank 4 from step 2 (bb_powersgd; with its
+# factors in 16 bits, ddp.exchange_dtype = fp16: bb_powersgd_fp16, not in
+# the default list). One thread per rank on
 # both sides (each emulated host's rank would otherwise take every core of
 # this machine). Seeds run in turn, each system once per seed, so drift of
 # the machine hits all alike.
@@ -53,7 +55,7 @@ print(json.dumps({"time": r["time_to_target_s"] if r["reached_target"] else r["t
                   "accuracy": r["final_accuracy"]}))' "$dir/summary.json"
 }
 
-printf "%-14s %4s %9s %8s %7s %9s\n" system seed "to 92 %" reached epochs accuracy
+printf "%-17s %4s %9s %8s %7s %9s\n" system seed "to 92 %" reached epochs accuracy
 for seed in $seeds; do
   for system in $systems; do
     log=$out/$system-$seed.log
@@ -63,12 +65,15 @@ for seed in $seeds; do
       bb_powersgd) r=$(run_bigbatch "$seed" "$out/$system-$seed" "$log" \
                        --set ddp.compression=powersgd --set ddp.powersgd_rank=4 \
                        --set ddp.powersgd_start_step=2) ;;
+      bb_powersgd_fp16) r=$(run_bigbatch "$seed" "$out/$system-$seed" "$log" \
+                            --set ddp.compression=powersgd --set ddp.powersgd_rank=4 \
+                            --set ddp.powersgd_start_step=2 --set ddp.exchange_dtype=fp16) ;;
       *) echo "unknown system $system" >&2; exit 2 ;;
     esac
     echo "$r" | /usr/bin/python3 -c "
 import json, sys
 r = json.load(sys.stdin); r.update(system='$system', seed=$seed)
-print('%-14s %4d %9.1f %8s %7d %8.2f%%' % (r['system'], r['seed'], r['time'], r['reached'],
+print('%-17s %4d %9.1f %8s %7d %8.2f%%' % (r['system'], r['seed'], r['time'], r['reached'],
                                         r['epochs'], 100 * r['accuracy']))
 open('$rows', 'a').write(json.dumps(r) + '\n')"
   done
@@ -84,6 +89,6 @@ pts = [s for s in systems if s.startswith("pt_")]
 print(f"\nlink {sys.argv[2]}: mean over the seeds")
 for s in systems:
     ratios = "  ".join(f"{mean[s] / mean[p]:.2f}x {p}" for p in pts)
-    print(f"{s:<14} {mean[s]:8.1f} s  {100 * acc[s]:6.2f} %  ({runs[s]} run(s))  {ratios}")
+    print(f"{s:<17} {mean[s]:8.1f} s  {100 * acc[s]:6.2f} %  ({runs[s]} run(s))  {ratios}")
 EOF
 rm -rf "$out"
