@@ -5,8 +5,9 @@
 //   StagedReducer  (staged_reducer.h)  the same through pinned host mirrors
 //                                       of buckets in device memory;
 //   NcclReducer    (nccl_reducer.h)    NCCL on a stream of the GPU.
-// What a bucket looks like on the wire is the codec's (gradient_codec.h),
-// not the transport's; the host transports take any codec.
+// What a bucket looks like on the wire is the codec's, not the
+// transport's: the host transports take any host codec (gradient_codec.h),
+// NCCL any device codec (device_codec.h).
 //
 // Threading: ready() is called on the thread that runs backward, in bucket
 // order, for every bucket but those left to finish(); finish() on the

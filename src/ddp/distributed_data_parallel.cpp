@@ -2,6 +2,7 @@
 
 #include "bigbatch/collectives/allreduce_selector.h"
 #include "bigbatch/common/error.h"
+#include "device_codec.h"
 #include "device_staging.h"
 #include "fusion_tuner.h"
 #include "gradient_buckets.h"
@@ -32,8 +33,9 @@ std::unique_ptr<Allreduce> makeGradientAllreduce(const DdpOptions& o) {
 
 using namespace ddp_detail;
 
-// Set-up, in order: the options checked, the gradient algorithm and the
-// codec, the buckets and the transport, the gradient hooks.
+// Set-up, in order: the options checked, the gradient algorithm, the
+// buckets, the codec (the device one on the NCCL path) and the transport,
+// the gradient hooks.
 DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, JobCollectives& job,
                                                  DdpOptions options)
     : model_(model), job_(job), options_(std::move(options)), rank_(job.rank()),
@@ -46,16 +48,12 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, JobCo
                    options_.tuneSteps);
   allreduce_ = makeGradientAllreduce(options_);
   buckets_ = std::make_unique<GradientBuckets>(model_);
-  codec_ = makeGradientCodec(options_, buckets_->params(), buckets_->names(), size_);
   const bool partitioned = options_.partition && size_ > 1;
   const bool compressed = options_.compression != GradientCompression::kNone;
   BIGBATCH_REQUIRE(!(compressed && options_.partition), InvalidArgument,
                    "ddp.compression = powersgd compresses whole gradient matrices, which "
                    "ddp.partition = optimizer reduce-scatters in slices: set ddp.partition = none, "
                    "or ddp.compression = none");
-  BIGBATCH_REQUIRE(!(compressed && size_ > 1 && options_.nccl != nullptr), InvalidArgument,
-                   "ddp.compression = powersgd runs on the host exchange, not NCCL: set "
-                   "ddp.gpu_exchange = \"host\", or ddp.compression = none");
   onDevice_ = !buckets_->empty() && !buckets_->device().is_cpu();
   const bool onNccl = size_ > 1 && options_.nccl != nullptr;
   BIGBATCH_REQUIRE(!onNccl || (onDevice_ && options_.ncclStream &&
@@ -68,6 +66,12 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, JobCo
                    "ddp.partition = optimizer reduce-scatters through the host collectives (its "
                    "slices and their optimizer live in host memory), not NCCL: set "
                    "ddp.gpu_exchange = \"host\" (or \"auto\"), or ddp.partition = none");
+  if (onNccl) {
+    deviceCodec_ = makeDeviceCodec(options_, buckets_->params(), buckets_->names(), size_,
+                                   buckets_->device());
+  } else {
+    codec_ = makeGradientCodec(options_, buckets_->params(), buckets_->names(), size_);
+  }
   if (partitioned) {
     wire_ = std::make_unique<ReduceScatterWire>(job_.communicator());
   } else {
@@ -120,7 +124,7 @@ void DistributedDataParallel::layoutFor(size_t fusionBytes, bool partition) {
 std::unique_ptr<BucketReducer> DistributedDataParallel::makeReducer() {
   if (size_ > 1 && options_.nccl != nullptr) {
     return std::make_unique<NcclReducer>(job_, *buckets_, *options_.nccl, *options_.ncclStream,
-                                         options_.exchangeType);
+                                         *deviceCodec_);
   }
   if (staging_) {
     std::function<void(size_t)> afterSum;  // default: the sum back to the device
@@ -134,7 +138,7 @@ std::unique_ptr<BucketReducer> DistributedDataParallel::makeReducer() {
 int64_t DistributedDataParallel::wireBytesPerStep() const {
   if (size_ == 1) return 0;
   int64_t bytes = 0;
-  for (const Bucket& b : buckets_->layout()) bytes += codec_->wireBytes(b);
+  for (const Bucket& b : buckets_->layout()) bytes += codec().wireBytes(b);
   return bytes;
 }
 
@@ -144,11 +148,21 @@ int64_t DistributedDataParallel::fp32BytesPerStep() const {
   return size_ > 1 ? elements * 4 : 0;
 }
 
-DistributedDataParallel::NamedState DistributedDataParallel::codecState() const {
-  return codec_->state();
+const BucketCodec& DistributedDataParallel::codec() const {
+  if (deviceCodec_) return *deviceCodec_;
+  return *codec_;
 }
 
-void DistributedDataParallel::loadCodecState(const NamedState& state) { codec_->loadState(state); }
+BucketCodec& DistributedDataParallel::codec() {
+  if (deviceCodec_) return *deviceCodec_;
+  return *codec_;
+}
+
+DistributedDataParallel::NamedState DistributedDataParallel::codecState() const {
+  return codec().state();
+}
+
+void DistributedDataParallel::loadCodecState(const NamedState& state) { codec().loadState(state); }
 
 void DistributedDataParallel::verifyIdentical() {
   std::vector<std::string> names;

@@ -18,7 +18,7 @@ class Float32Codec : public GradientCodec {
 
 }  // namespace
 
-int64_t GradientCodec::wireBytes(const Bucket& bucket) const {
+int64_t BucketCodec::wireBytes(const Bucket& bucket) const {
   return bucket.numel * static_cast<int64_t>(elementSize(wireType()));
 }
 

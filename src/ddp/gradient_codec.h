@@ -47,21 +47,28 @@ class WireSum {
   virtual const char* operation() const = 0;
 };
 
-class GradientCodec {
+// What every codec is, whichever memory its exchange runs in: the host
+// codecs here (GradientCodec) and those on a GPU stream (DeviceCodec,
+// device_codec.h).
+class BucketCodec {
  public:
   using NamedState = DistributedDataParallel::NamedState;
-  virtual ~GradientCodec() = default;
+  virtual ~BucketCodec() = default;
   // The element type on the wire (the layout check).
   virtual DataType wireType() const = 0;
-  // Sums bucket number `index` — `bucket` says which parameters lie where
-  // in it — whose bucket.numel gradients are at `data`, across the ranks
-  // through `wire` (see above).
-  virtual void exchange(size_t index, const Bucket& bucket, float* data, WireSum& wire) = 0;
   // Bytes a rank hands to the collectives for this bucket per step.
   virtual int64_t wireBytes(const Bucket& bucket) const;
   // State a checkpoint carries (a stateful codec's), and its restore.
   virtual NamedState state() const { return {}; }
   virtual void loadState(const NamedState&) {}
+};
+
+class GradientCodec : public BucketCodec {
+ public:
+  // Sums bucket number `index` — `bucket` says which parameters lie where
+  // in it — whose bucket.numel gradients are at `data`, across the ranks
+  // through `wire` (see above).
+  virtual void exchange(size_t index, const Bucket& bucket, float* data, WireSum& wire) = 0;
 };
 
 // The codec for `options` (exchangeType, compression, powerSgd): kFloat32

@@ -1,6 +1,5 @@
 #include "nccl_exchange.h"
 
-#include <ATen/ScalarOps.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
@@ -10,34 +9,36 @@
 namespace bigbatch::ddp_detail {
 namespace {
 
-torch::ScalarType torchType(DataType t) {
-  switch (t) {
-    case DataType::kFloat16: return torch::kFloat16;
-    case DataType::kBFloat16: return torch::kBFloat16;
-    default: return torch::kFloat32;
+DataType wireTypeOf(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat16: return DataType::kFloat16;
+    case torch::kBFloat16: return DataType::kBFloat16;
+    case torch::kFloat32: return DataType::kFloat32;
+    default:
+      BIGBATCH_THROW(Error, "a {} tensor on the NCCL gradient wire", c10::toString(t.scalar_type()));
   }
 }
 
 }  // namespace
 
+void NcclExchange::Wire::sum(const torch::Tensor& values) {
+  BIGBATCH_CHECK(values.is_contiguous(), Error, "a non-contiguous tensor on the NCCL wire");
+  nccl_.allreduceSum(values.data_ptr(), static_cast<size_t>(values.numel()), wireTypeOf(values));
+}
+
 NcclExchange::NcclExchange(NcclCommunicator& nccl, c10::Stream stream,
-                           const std::vector<torch::Tensor>& buckets, DataType wireType)
-    : nccl_(nccl), stream_(stream), device_(stream.device()), buckets_(buckets),
-      wireType_(wireType),
-      inverseRanks_(at::native::wrapped_scalar_tensor(1.0 / static_cast<double>(nccl.size()))),
-      done_(stream.device_type()) {
-  BIGBATCH_CHECK(!buckets_.empty(), Error, "a NCCL exchange of an empty bucket list");
-  BIGBATCH_CHECK(wireType_ == DataType::kFloat32 || wireType_ == DataType::kFloat16 ||
-                     wireType_ == DataType::kBFloat16,
-                 Error, "wire type {} on the NCCL path", dataTypeName(wireType_));
-  for (const auto& b : buckets_) {
-    BIGBATCH_CHECK(b.device() == device_ && b.scalar_type() == torch::kFloat32 &&
-                       b.is_contiguous() && b.dim() == 1,
+                           const std::vector<torch::Tensor>& buckets,
+                           const std::vector<Bucket>& layout, DeviceCodec& codec)
+    : nccl_(nccl), stream_(stream), device_(stream.device()), buckets_(buckets), layout_(layout),
+      codec_(codec), wire_(nccl), done_(stream.device_type()) {
+  BIGBATCH_CHECK(!buckets_.empty() && buckets_.size() == layout_.size(), Error,
+                 "a NCCL exchange of {} buckets laid out as {}", buckets_.size(), layout_.size());
+  for (size_t b = 0; b < buckets_.size(); ++b) {
+    const torch::Tensor& t = buckets_[b];
+    BIGBATCH_CHECK(t.device() == device_ && t.scalar_type() == torch::kFloat32 &&
+                       t.is_contiguous() && t.dim() == 1 && t.numel() == layout_[b].numel,
                    Error, "the NCCL exchange needs flat fp32 buckets on {}", device_.str());
     ready_.push_back(std::make_unique<c10::Event>(device_.type()));
-    if (wireType_ != DataType::kFloat32) {
-      wire_.push_back(torch::empty({b.numel()}, b.options().dtype(torchType(wireType_))));
-    }
   }
 }
 
@@ -46,19 +47,7 @@ void NcclExchange::ready(size_t b) {
   ready_[b]->record(impl.getStream(device_));
   ready_[b]->block(stream_);
   const c10::StreamGuard onNcclStream(stream_);
-  torch::NoGradGuard noGrad;
-  torch::Tensor& bucket = buckets_[b];
-  const auto n = static_cast<size_t>(bucket.numel());
-  if (wireType_ == DataType::kFloat32) {
-    nccl_.allreduceSum(bucket.data_ptr(), n, DataType::kFloat32);
-    return;
-  }
-  // b·(1/n) computed in fp32 and rounded once, straight into the wire
-  // buffer (no temporary): the host path's pack, bit for bit.
-  at::mul_out(wire_[b], bucket, inverseRanks_);
-  nccl_.allreduceSum(wire_[b].data_ptr(), n, wireType_);
-  bucket.copy_(wire_[b]);
-  bucket.mul_(static_cast<double>(nccl_.size()));
+  codec_.exchange(b, layout_[b], buckets_[b], wire_);
 }
 
 double NcclExchange::finish(StallWatchdog* watchdog) {

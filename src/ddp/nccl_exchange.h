@@ -2,19 +2,18 @@
 // ranks by NCCL on the device, as backward produces them — no host copy, no
 // host thread (the path when every rank has a GPU of its own).
 //
-// Per bucket b (S bytes of fp32 gradients): ready(b), on the thread that
-// ran the backward once b's gradients are written, records an event on that
-// thread's current stream, makes NCCL's stream wait for it, and enqueues on
-// NCCL's stream: with fp32 on the wire the in-place allreduce of b (ring:
-// 2·S·(n-1)/n bytes sent per rank); with fp16/bf16, b·(1/n) cast into b's
-// 16-bit wire buffer (S/2 bytes; pre-divided so the sum cannot overflow,
-// as the host path does), the allreduce of that, and wire·n cast back into
-// b. finish(), after the last ready(), records an event on NCCL's stream,
-// makes the compute stream wait for it — so the optimizer, enqueued after,
-// reads the sums in stream order — and waits on the host, under the
-// deadline, for NCCL's stream: a peer that stopped is caught there and the
-// communicator aborted, instead of a later read-back hanging with no
-// deadline.
+// Per bucket b: ready(b), on the thread that ran the backward once b's
+// gradients are written, records an event on that thread's current
+// stream, makes NCCL's stream wait for it, and enqueues b's exchange on
+// NCCL's stream — the device codec's ops (device_codec.h) around NCCL's
+// in-place allreduce: with fp32 on the wire the allreduce of b (ring:
+// 2·S·(n-1)/n bytes sent per rank for S bytes); fp16/bf16 cast there and
+// back; PowerSGD's products, factors and reconstruction. finish(), after
+// the last ready(), records an event on NCCL's stream, makes the compute
+// stream wait for it — so the optimizer, enqueued after, reads the sums in
+// stream order — and waits on the host, under the deadline, for NCCL's
+// stream: a peer that stopped is caught there and the communicator
+// aborted, instead of a later read-back hanging with no deadline.
 //
 // Threading: ready() from the thread that runs backward (the autograd
 // device thread on CUDA), finish() from the compute thread after backward
@@ -29,8 +28,9 @@
 #include <memory>
 #include <vector>
 
-#include "bigbatch/comm/communicator.h"
 #include "bigbatch/comm/nccl_communicator.h"
+#include "bigbatch/ddp/bucket_layout.h"
+#include "device_codec.h"
 
 namespace bigbatch {
 class StallWatchdog;
@@ -40,10 +40,11 @@ namespace bigbatch::ddp_detail {
 
 class NcclExchange {
  public:
-  // `buckets`: the flat fp32 gradient buckets, all on `stream`'s device;
-  // `stream`: the torch stream whose native handle is nccl.stream().
+  // `buckets`: the flat fp32 gradient buckets, all on `stream`'s device,
+  // laid out as `layout` says; `stream`: the torch stream whose native
+  // handle is nccl.stream(). Both the layout and the codec outlive this.
   NcclExchange(NcclCommunicator& nccl, c10::Stream stream, const std::vector<torch::Tensor>& buckets,
-               DataType wireType);
+               const std::vector<Bucket>& layout, DeviceCodec& codec);
 
   // Bucket b's gradients are written (in the current stream's order).
   void ready(size_t b);
@@ -52,13 +53,23 @@ class NcclExchange {
   double finish(StallWatchdog* watchdog);
 
  private:
+  // NCCL's allreduce as the codec's collective.
+  class Wire : public DeviceWireSum {
+   public:
+    explicit Wire(NcclCommunicator& nccl) : nccl_(nccl) {}
+    void sum(const torch::Tensor& values) override;
+
+   private:
+    NcclCommunicator& nccl_;
+  };
+
   NcclCommunicator& nccl_;
   c10::Stream stream_;
   torch::Device device_;
   std::vector<torch::Tensor> buckets_;
-  std::vector<torch::Tensor> wire_;  // 16-bit copies on the wire (empty for fp32)
-  DataType wireType_;
-  torch::Tensor inverseRanks_;  // 1/n as a wrapped scalar (no type promotion)
+  const std::vector<Bucket>& layout_;
+  DeviceCodec& codec_;
+  Wire wire_;
   std::vector<std::unique_ptr<c10::Event>> ready_;
   c10::Event done_;
 };

@@ -1,8 +1,7 @@
 // NcclReducer: the gradient buckets of a model on a GPU summed by NCCL on
 // the device as backward produces them — no host copy, no host thread
-// (nccl_exchange.h has the streams and events). The 16-bit wire is cast on
-// NCCL's stream by NcclExchange itself: the host codecs work on host
-// memory, so a device codec would be a codec of its own for this transport.
+// (nccl_exchange.h has the streams and events). The host codecs work on
+// host memory; this transport takes a device codec (device_codec.h).
 //
 // Threading: as BucketReducer (ready() on the autograd device thread).
 // Internal to src/ddp.
@@ -18,8 +17,9 @@ namespace bigbatch::ddp_detail {
 class NcclReducer : public BucketReducer {
  public:
   NcclReducer(JobCollectives& job, GradientBuckets& buckets, NcclCommunicator& nccl,
-              c10::Stream stream, DataType wireType)
-      : job_(job), buckets_(buckets), exchange_(nccl, stream, buckets.buffers(), wireType) {}
+              c10::Stream stream, DeviceCodec& codec)
+      : job_(job), buckets_(buckets),
+        exchange_(nccl, stream, buckets.buffers(), buckets.layout(), codec) {}
   void ready(size_t bucket) override { exchange_.ready(bucket); }
   double finish(size_t first) override {
     const auto t0 = std::chrono::steady_clock::now();

@@ -1,6 +1,5 @@
 #include "powersgd_codec.h"
 
-#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -12,8 +11,6 @@
 
 namespace bigbatch::ddp_detail {
 namespace {
-
-constexpr uint64_t kQSeed = 0x9e3779b97f4a7c15ull;
 
 // Orthonormalises the columns of the rows x rank matrix at `p` (row-major),
 // in place, by modified Gram-Schmidt carried out in double (`work` holds
@@ -55,6 +52,7 @@ PowerSgdCodec::PowerSgdCodec(const PowerSgdOptions& options, DataType wireType,
       wireType_(wireType),
       worldSize_(worldSize),
       names_(names),
+      plan_(planLowRank(options, params)),
       matrices_(params.size()) {
   BIGBATCH_REQUIRE(wireType == DataType::kFloat32 || wireType == DataType::kFloat16 ||
                        wireType == DataType::kBFloat16,
@@ -62,46 +60,13 @@ PowerSgdCodec::PowerSgdCodec(const PowerSgdOptions& options, DataType wireType,
                    "ddp.compression = powersgd sends fp32, fp16 or bf16 (ddp.exchange_dtype), "
                    "not {}",
                    dataTypeName(wireType));
-  BIGBATCH_REQUIRE(options_.rank >= 1, InvalidArgument,
-                   "ddp.powersgd_rank = {}: the factors need rank 1 or more", options_.rank);
-  int64_t largestUseful = 0, compressed = 0;
   for (size_t i = 0; i < params.size(); ++i) {
-    const torch::Tensor& p = params[i];
-    if (p.dim() < 2) continue;
-    Matrix& m = matrices_[i];
-    m.rows = p.size(0);
-    m.cols = p.numel() / m.rows;
-    const auto pays = [&](int64_t r) {
-      return static_cast<double>((m.rows + m.cols) * r) * options_.minCompressionRate <=
-             static_cast<double>(m.rows * m.cols);
-    };
-    const int64_t r = std::min<int64_t>({options_.rank, m.rows, m.cols});
-    int64_t useful = std::min(m.rows, m.cols);
-    while (useful > 0 && !pays(useful)) --useful;
-    largestUseful = std::max(largestUseful, useful);
-    if (!pays(r)) continue;
-    m.rank = static_cast<int>(r);
-    m.q = freshQ(i);
-    ++compressed;
+    if (plan_[i].rank != 0) matrices_[i].q = freshQ(i);
   }
-  BIGBATCH_REQUIRE(compressed > 0, InvalidArgument,
-                   "ddp.powersgd_rank = {} compresses none of the model's {} gradient tensors "
-                   "(the factors would not be half the size of any matrix); the largest rank "
-                   "that compresses one is {}",
-                   options_.rank, params.size(), largestUseful);
 }
 
 torch::Tensor PowerSgdCodec::freshQ(size_t param) const {
-  const Matrix& m = matrices_[param];
-  const uint64_t step = options_.warmStart ? 0 : static_cast<uint64_t>(steps_);
-  // splitmix64 of (parameter, step); libtorch's CPU generator keeps only
-  // the low 32 bits of its seed.
-  uint64_t z = kQSeed + param * 0xbf58476d1ce4e5b9ull + step * 0x94d049bb133111ebull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  z ^= z >> 31;
-  at::Generator generator = at::detail::createCPUGenerator(z & 0xffffffffull);
-  return torch::randn({m.cols, m.rank}, generator, torch::kFloat);
+  return drawQ(param, plan_[param], options_.warmStart ? 0 : steps_);
 }
 
 void PowerSgdCodec::unitColumns(size_t param) {
@@ -144,7 +109,7 @@ void PowerSgdCodec::sumSegments(WireSum& wire) {
 void PowerSgdCodec::sumUncompressed(const Bucket& bucket, float* data, WireSum& wire) {
   segments_.clear();
   for (const BucketEntry& e : bucket.entries) {
-    if (matrices_[e.param].rank == 0)
+    if (plan_[e.param].rank == 0)
       segments_.emplace_back(data + e.offset, static_cast<size_t>(e.numel));
   }
   sumSegments(wire);
@@ -153,8 +118,9 @@ void PowerSgdCodec::sumUncompressed(const Bucket& bucket, float* data, WireSum& 
 void PowerSgdCodec::passNonFinite(const Bucket& bucket, float* data) {
   for (const BucketEntry& e : bucket.entries) {
     Matrix& m = matrices_[e.param];
-    if (m.rank == 0) continue;
-    matrixAt(data, e.offset, m.rows, m.cols).fill_(std::numeric_limits<float>::quiet_NaN());
+    const LowRankShape& s = plan_[e.param];
+    if (s.rank == 0) continue;
+    matrixAt(data, e.offset, s.rows, s.cols).fill_(std::numeric_limits<float>::quiet_NaN());
     if (m.error.defined()) m.error.zero_();
   }
   // Once a run: under dynamic loss scaling the first steps overflow by design.
@@ -176,9 +142,9 @@ void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, Wi
   sumUncompressed(bucket, data, wire);
   int64_t pElements = 0, qElements = 0;
   for (const BucketEntry& e : bucket.entries) {
-    const Matrix& m = matrices_[e.param];
-    pElements += m.rows * m.rank;
-    qElements += m.cols * m.rank;
+    const LowRankShape& s = plan_[e.param];
+    pElements += s.rows * s.rank;
+    qElements += s.cols * s.rank;
   }
   if (pElements == 0) return;
   torch::NoGradGuard noGrad;
@@ -198,22 +164,23 @@ void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, Wi
   int64_t pAt = 0;
   for (const BucketEntry& e : bucket.entries) {
     Matrix& m = matrices_[e.param];
-    if (m.rank == 0) continue;
+    const LowRankShape& s = plan_[e.param];
+    if (s.rank == 0) continue;
     const float* folded = nullptr;  // what is added to X: the gradient, into E
     if (options_.errorFeedback) {
       if (m.error.defined()) {
         folded = data + e.offset;
       } else {
-        m.error = matrixAt(data, e.offset, m.rows, m.cols).clone();
+        m.error = matrixAt(data, e.offset, s.rows, s.cols).clone();
       }
     }
     if (!options_.warmStart) m.q = freshQ(e.param);
     unitColumns(e.param);
-    qt_.resize(static_cast<size_t>(m.cols * m.rank));
-    low_rank::transpose(m.q.data_ptr<float>(), m.cols, m.rank, qt_.data());
-    low_rank::foldAndProject(inputOf(e), folded, m.rows, m.cols, qt_.data(), m.rank,
+    qt_.resize(static_cast<size_t>(s.cols * s.rank));
+    low_rank::transpose(m.q.data_ptr<float>(), s.cols, s.rank, qt_.data());
+    low_rank::foldAndProject(inputOf(e), folded, s.rows, s.cols, qt_.data(), s.rank,
                              pData + pAt);
-    pAt += m.rows * m.rank;
+    pAt += s.rows * s.rank;
   }
   segments_.assign(1, {pData, static_cast<size_t>(pElements)});
   sumSegments(wire);
@@ -223,12 +190,12 @@ void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, Wi
   pAt = 0;
   int64_t qAt = 0;
   for (const BucketEntry& e : bucket.entries) {
-    const Matrix& m = matrices_[e.param];
-    if (m.rank == 0) continue;
-    orthogonalise(pData + pAt, m.rows, m.rank, work_);
-    low_rank::projectBack(inputOf(e), m.rows, m.cols, pData + pAt, m.rank, qData + qAt, work_);
-    pAt += m.rows * m.rank;
-    qAt += m.cols * m.rank;
+    const LowRankShape& s = plan_[e.param];
+    if (s.rank == 0) continue;
+    orthogonalise(pData + pAt, s.rows, s.rank, work_);
+    low_rank::projectBack(inputOf(e), s.rows, s.cols, pData + pAt, s.rank, qData + qAt, work_);
+    pAt += s.rows * s.rank;
+    qAt += s.cols * s.rank;
   }
   segments_.assign(1, {qData, static_cast<size_t>(qElements)});
   sumSegments(wire);
@@ -242,63 +209,45 @@ void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, Wi
   const float share = 1.0f / static_cast<float>(worldSize_);
   for (const BucketEntry& e : bucket.entries) {
     Matrix& m = matrices_[e.param];
-    if (m.rank == 0) continue;
-    qt_.resize(static_cast<size_t>(m.cols * m.rank));
-    low_rank::transpose(qData + qAt, m.cols, m.rank, qt_.data());
+    const LowRankShape& s = plan_[e.param];
+    if (s.rank == 0) continue;
+    qt_.resize(static_cast<size_t>(s.cols * s.rank));
+    low_rank::transpose(qData + qAt, s.cols, s.rank, qt_.data());
     low_rank::reconstruct(data + e.offset,
-                          options_.errorFeedback ? m.error.data_ptr<float>() : nullptr, m.rows,
-                          m.cols, pData + pAt, qt_.data(), m.rank, share);
+                          options_.errorFeedback ? m.error.data_ptr<float>() : nullptr, s.rows,
+                          s.cols, pData + pAt, qt_.data(), s.rank, share);
     if (options_.warmStart)
-      m.q.copy_(qSum_.narrow(0, qAt, m.cols * m.rank).view({m.cols, m.rank}));
-    pAt += m.rows * m.rank;
-    qAt += m.cols * m.rank;
+      m.q.copy_(qSum_.narrow(0, qAt, s.cols * s.rank).view({s.cols, s.rank}));
+    pAt += s.rows * s.rank;
+    qAt += s.cols * s.rank;
   }
 }
 
 int64_t PowerSgdCodec::wireBytes(const Bucket& bucket) const {
-  int64_t elements = 0;
-  for (const BucketEntry& e : bucket.entries) {
-    const Matrix& m = matrices_[e.param];
-    elements += m.rank == 0 ? e.numel : (m.rows + m.cols) * m.rank;
-  }
-  return elements * static_cast<int64_t>(elementSize(wireType_));
+  return lowRankWireBytes(plan_, bucket, wireType_);
 }
 
 GradientCodec::NamedState PowerSgdCodec::state() const {
   NamedState out;
-  out.emplace_back("powersgd/steps", torch::tensor({steps_}, torch::kLong));
+  out.emplace_back(kPowerSgdStepsKey, torch::tensor({steps_}, torch::kLong));
   for (size_t i = 0; i < matrices_.size(); ++i) {
     const Matrix& m = matrices_[i];
-    if (m.rank == 0) continue;
-    out.emplace_back("powersgd/q/" + names_[i], m.q.clone());
-    if (m.error.defined()) out.emplace_back("powersgd/error/" + names_[i], m.error.clone());
+    if (plan_[i].rank == 0) continue;
+    out.emplace_back(powerSgdQKey(names_[i]), m.q.clone());
+    if (m.error.defined()) out.emplace_back(powerSgdErrorKey(names_[i]), m.error.clone());
   }
   return out;
 }
 
 void PowerSgdCodec::loadState(const NamedState& state) {
   for (const auto& [key, value] : state) {
-    if (key == "powersgd/steps") {
+    if (key == kPowerSgdStepsKey) {
       steps_ = value.item<int64_t>();
       continue;
     }
-    const bool isQ = key.rfind("powersgd/q/", 0) == 0;
-    const bool isError = key.rfind("powersgd/error/", 0) == 0;
-    const std::string name = key.substr(isQ ? 11 : isError ? 15 : 0);
-    const auto it = std::find(names_.begin(), names_.end(), name);
-    BIGBATCH_REQUIRE((isQ || isError) && it != names_.end(), InvalidArgument,
-                     "the checkpoint's PowerSGD state '{}' names no compressed parameter of this "
-                     "model",
-                     key);
-    Matrix& m = matrices_[static_cast<size_t>(it - names_.begin())];
-    torch::Tensor& into = isQ ? m.q : m.error;
-    const std::vector<int64_t> want =
-        isQ ? std::vector<int64_t>{m.cols, m.rank} : std::vector<int64_t>{m.rows, m.cols};
-    BIGBATCH_REQUIRE(m.rank != 0 && value.sizes().vec() == want, InvalidArgument,
-                     "the checkpoint's PowerSGD state '{}' has shape {}, this run's {} (was "
-                     "ddp.powersgd_rank changed? resume with the checkpoint's rank)",
-                     key, c10::str(value.sizes()), c10::str(c10::IntArrayRef(want)));
-    into = value.to(torch::kFloat).contiguous().clone();
+    const PowerSgdSlot slot = locatePowerSgdState(key, value, names_, plan_);
+    Matrix& m = matrices_[slot.param];
+    (slot.isQ ? m.q : m.error) = value.to(torch::kFloat).contiguous().clone();
   }
 }
 

@@ -7,9 +7,9 @@
 //   * each parameter's gradient is viewed as a matrix M, n = its first
 //     dimension, m = the rest (a conv: out x in*kh*kw); it is compressed
 //     when its factors pay — (n + m) r * minCompressionRate <= n m, with r
-//     = min(rank, n, m) — and the rest (vectors, small matrices) are summed
-//     uncompressed in one batched collective, exactly as the plain codec of
-//     the wire type would;
+//     = min(rank, n, m) (powersgd_plan.h) — and the rest (vectors, small
+//     matrices) are summed uncompressed in one batched collective, exactly
+//     as the plain codec of the wire type would;
 //   * with error feedback, X = M + E (E: what compression left out of this
 //     rank's last gradient), formed in E's own memory — E is X until the
 //     step's end — in the same pass as P = X Q (low_rank_kernels.h: each
@@ -65,6 +65,7 @@
 #include <vector>
 
 #include "gradient_codec.h"
+#include "powersgd_plan.h"
 
 namespace bigbatch::ddp_detail {
 
@@ -85,13 +86,12 @@ class PowerSgdCodec : public GradientCodec {
   void loadState(const NamedState& state) override;
 
   // The factors' rank of parameter `param`; 0 when it goes uncompressed.
-  int rankOf(size_t param) const { return matrices_[param].rank; }
+  int rankOf(size_t param) const { return plan_[param].rank; }
   int64_t steps() const { return steps_; }
 
  private:
+  // A compressed gradient's state.
   struct Matrix {
-    int64_t rows = 0, cols = 0;
-    int rank = 0;         // 0: not compressed
     torch::Tensor q;      // cols x rank, the warm start
     torch::Tensor error;  // rows x cols, this rank's error memory (allocated on first use)
   };
@@ -113,7 +113,8 @@ class PowerSgdCodec : public GradientCodec {
   DataType wireType_;
   int worldSize_;
   std::vector<std::string> names_;
-  std::vector<Matrix> matrices_;                     // per parameter, registration order
+  std::vector<LowRankShape> plan_;                   // per parameter, registration order
+  std::vector<Matrix> matrices_;                     // the same
   int64_t steps_ = 0;                                // synced steps exchanged so far
   int64_t nonFiniteSteps_ = 0;                       // steps passNonFinite() handled
   std::vector<std::pair<float*, size_t>> segments_;  // what sumSegments() sends

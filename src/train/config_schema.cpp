@@ -71,8 +71,7 @@ void checkModelKeys(const Config& c) {
   }
 }
 
-// Gradient compression, with what it cannot work beside (before the
-// device: its refusal of NCCL names the compression, not the device).
+// Gradient compression, with what it cannot work beside.
 void checkCompression(const Config& c) {
   if (const std::string codec = c.getString("ddp.compression"); codec != "none") {
     BIGBATCH_REQUIRE(!c.getBool("optim.kfac"), InvalidArgument,
@@ -83,10 +82,6 @@ void checkCompression(const Config& c) {
                      "ddp.compression = {} with ddp.partition = optimizer: compression works on "
                      "whole gradient matrices, the partition reduce-scatters slices; set "
                      "ddp.partition = none",
-                     codec);
-    BIGBATCH_REQUIRE(c.getString("ddp.gpu_exchange") != "nccl", InvalidArgument,
-                     "ddp.compression = {} runs on the host exchange: set ddp.gpu_exchange = "
-                     "\"host\" (or \"auto\")",
                      codec);
   }
 }

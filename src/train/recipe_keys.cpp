@@ -381,8 +381,9 @@ std::vector<RecipeKey> ddpKeys() {
       {F("ddp.compression", T::kString, std::string("none"),
         "gradient compression: powersgd sends each large gradient matrix as two rank-r factors "
         "(Vogels et al. 2019; error feedback and warm-started Q), vectors and small matrices "
-        "uncompressed, all in ddp.exchange_dtype (fp16/bf16: half the bytes again); host "
-        "exchange only, not with ddp.partition = optimizer or optim.kfac; none: every value sent",
+        "uncompressed, all in ddp.exchange_dtype (fp16/bf16: half the bytes again); on the host "
+        "exchange or, on GPUs, NCCL's stream; not with ddp.partition = optimizer or optim.kfac; "
+        "none: every value sent",
         {}, {}, {"none", "powersgd"}),
        with<std::string>([](RunRecipe& r, const std::string& v) {
           r.ddp.compression =

@@ -135,11 +135,10 @@ RunExchange connectExchange(ImageClassifierImpl& model, const RunRecipe& recipe,
   Communicator& comm = *start.comm;
   x.stallGuard = std::make_unique<StallGuard>(comm, recipe.timeoutS,
                                               [&recorder] { recorder.runStop("aborted"); });
-  // The partition and compression both run on the host exchange ("auto"
-  // takes it; "nccl" with compression was refused with the config).
-  const bool hostOnly =
-      ddpOptions.partition || ddpOptions.compression != GradientCompression::kNone;
-  x.nccl = connectGpuExchange(comm, start.device, recipe.gpuExchange, recipe.timeoutS, hostOnly);
+  // The partition runs on the host exchange ("auto" takes it; "nccl" with
+  // it was refused with the config); compression runs on either.
+  x.nccl = connectGpuExchange(comm, start.device, recipe.gpuExchange, recipe.timeoutS,
+                              ddpOptions.partition);
   if (x.nccl) {
     ddpOptions.nccl = x.nccl->comm.get();
     ddpOptions.ncclStream = x.nccl->stream;

@@ -6,8 +6,10 @@
 //                        backward goes on — the host communication thread,
 //                        the same through pinned host mirrors of device
 //                        buckets, or NCCL on a GPU stream;
-//   GradientCodec        what a bucket looks like on the wire — fp32, or
-//                        fp16/bf16 (encode -> collective -> decode);
+//   GradientCodec        what a bucket looks like on the wire — fp32,
+//                        fp16/bf16, PowerSGD (encode -> collective ->
+//                        decode); DeviceCodec the same on a GPU stream,
+//                        for the NCCL transport;
 //   PartitionedExchange  ZeRO-1: reduce-scatter, this rank's slices, the
 //                        weight all-gather;
 //   FusionTuner          ddp.fusion_bytes = auto.
@@ -69,7 +71,9 @@ namespace bigbatch {
 class NcclCommunicator;
 
 namespace ddp_detail {
+class BucketCodec;
 class BucketReducer;
+class DeviceCodec;
 class DeviceStaging;
 class FusionTuner;
 class GradientBuckets;
@@ -79,7 +83,8 @@ class WireSum;
 }  // namespace ddp_detail
 
 // PowerSGD gradient compression (Vogels, Karimireddy & Jaggi, NeurIPS 2019;
-// src/ddp/powersgd_codec.h): each large enough gradient matrix M (a conv's
+// src/ddp/powersgd_codec.h, on the NCCL path
+// src/ddp/device_powersgd_codec.h): each large enough gradient matrix M (a conv's
 // out x in*kh*kw) travels as two rank-r factors — P = M Q summed, then
 // orthogonalised, Q = M^T P summed — and is rebuilt as P Q^T; vectors and
 // small matrices go uncompressed in one batched sum.
@@ -119,9 +124,9 @@ struct DdpOptions {
   // into the fp32 bucket).
   DataType exchangeType = DataType::kFloat32;
   // Gradient compression (ddp.compression): none, or PowerSGD with
-  // `powerSgd`. Host collectives only (not with `nccl`), fp32 factors on the
-  // wire, not with `partition` (the factors are whole-matrix, a rank's
-  // reduce-scatter slice is not).
+  // `powerSgd`, its factors in `exchangeType`; on the host collectives or,
+  // with `nccl`, on the GPU; not with `partition` (the factors are
+  // whole-matrix, a rank's reduce-scatter slice is not).
   GradientCompression compression = GradientCompression::kNone;
   PowerSgdOptions powerSgd;
   // Called after each bucket's exchange (for timelines), on the thread that
@@ -240,6 +245,9 @@ class DistributedDataParallel {
   void layoutFor(size_t fusionBytes, bool partition);
   // The transport for the current layout (see the header's list).
   std::unique_ptr<ddp_detail::BucketReducer> makeReducer();
+  // The codec in use: the host one, or on the NCCL path the device one.
+  const ddp_detail::BucketCodec& codec() const;
+  ddp_detail::BucketCodec& codec();
 
   torch::nn::Module& model_;
   JobCollectives& job_;
@@ -248,7 +256,8 @@ class DistributedDataParallel {
   bool onDevice_ = false;  // the model's parameters are not in host memory
   std::unique_ptr<Allreduce> allreduce_;  // comm.allreduce, for the gradients
   std::unique_ptr<ddp_detail::GradientBuckets> buckets_;
-  std::unique_ptr<ddp_detail::GradientCodec> codec_;
+  std::unique_ptr<ddp_detail::GradientCodec> codec_;  // the host transports' (else null)
+  std::unique_ptr<ddp_detail::DeviceCodec> deviceCodec_;  // the NCCL path's (else null)
   std::unique_ptr<ddp_detail::WireSum> wire_;
   std::unique_ptr<ddp_detail::DeviceStaging> staging_;  // host mirrors (staged transports)
   std::unique_ptr<ddp_detail::PartitionedExchange> partition_;
