@@ -85,6 +85,26 @@ def main(work, out):
                          f"{row['of_bound']:.2f} | {fmt(foreach if name == 'lars' else None, '.3f')} | "
                          f"{fmt(loop if name == 'lars' else None, '.3f')} | {fmt(versus, '.1f')} |")
 
+    # The gradient codecs' own work per step (bench/device_codec_bench.cpp).
+    codec_rows = jsonl(os.path.join(work, "codec.jsonl"))
+    if codec_rows:
+        by = {}
+        for row in codec_rows:
+            by.setdefault(row["codec"], {})["host" if row["where"] == "host" else "device"] = row
+        r["codec"] = codec_rows
+        first = codec_rows[0]
+        lines += ["", f"## Gradient codecs' own work per step, ResNet-50 ({first['fp32_mb']:.1f} MB of fp32 "
+                      f"gradients in {first['buckets']} buckets, a world of 2, no wire)", "",
+                  "| codec | device codec ms (where) | host codec ms (threads) | host / device | wire MB | vs fp32 |",
+                  "|---|---|---|---|---|---|"]
+        for name, pair in by.items():
+            d, h = pair.get("device"), pair.get("host")
+            ref = d or h
+            lines.append(f"| {name} | {fmt(d and d['ms'], '.2f')} ({d['where'] if d else '-'}) | "
+                         f"{fmt(h and h['ms'], '.2f')} ({h['threads'] if h else '-'}) | "
+                         f"{fmt(h['ms'] / d['ms'] if d and h and d['ms'] > 0 else None, '.1f')} | "
+                         f"{ref['wire_mb']:.2f} | {ref['fp32_mb'] / ref['wire_mb']:.1f}x |")
+
     # ResNet-50 training.
     pt = {row["precision"]: row["img_s"] for row in jsonl(os.path.join(work, "resnet50_pytorch.jsonl"))}
     rows = []
