@@ -14,7 +14,8 @@ PartitionedExchange::PartitionedExchange(JobCollectives& job, GradientBuckets& b
   torch::NoGradGuard noGrad;
   const std::vector<Bucket>& layout = buckets_.layout();
   for (size_t b = 0; b < layout.size(); ++b) {
-    weights_.push_back(torch::empty({layout[b].numel}, buckets_.params().front().options()));
+    // Zeros: the gaps between aligned entries (bucket_layout.h) are sent too.
+    weights_.push_back(torch::zeros({layout[b].numel}, buckets_.params().front().options()));
     for (const auto& e : layout[b].entries) {
       torch::Tensor p = buckets_.params()[e.param];
       torch::Tensor w = shapedLike(weights_[b].narrow(0, e.offset, e.numel), p);
