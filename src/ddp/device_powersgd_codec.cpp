@@ -4,6 +4,12 @@
 
 #include "bigbatch/common/error.h"
 
+#ifdef BIGBATCH_WITH_CUDA
+#include <c10/cuda/CUDAStream.h>
+
+#include "cuda/orthogonalise_cuda.h"
+#endif
+
 namespace bigbatch::ddp_detail {
 namespace {
 
@@ -28,6 +34,35 @@ void orthogonalise(const torch::Tensor& p) {
     later.addr_(later.mv(column), column, /*beta=*/1, /*alpha=*/-1);
   }
   p.copy_(t.t());
+}
+
+// Every factor in `ps` (rows x rank views of `packed`) orthogonalised: on
+// a CUDA device in one launch (cuda/orthogonalise_cuda.h), elsewhere — and
+// above the kernel's largest rank — with the ATen ops above, one at a time.
+void orthogonaliseAll(const std::vector<torch::Tensor>& ps, const torch::Tensor& packed) {
+#ifdef BIGBATCH_WITH_CUDA
+  if (packed.is_cuda()) {
+    std::vector<PackedFactor> factors;
+    bool fits = true;
+    for (const torch::Tensor& p : ps) {
+      fits = fits && p.size(1) <= kMaxCudaOrthogonaliseRank;
+      factors.push_back({p.data_ptr<float>() - packed.data_ptr<float>(), p.size(0),
+                         static_cast<int>(p.size(1))});
+    }
+    if (fits) {
+      const torch::Tensor scratch =
+          torch::empty({packed.numel()}, packed.options().dtype(torch::kDouble));
+      try {
+        orthogonaliseFactorsCuda(packed.data_ptr<float>(), scratch.data_ptr<double>(), factors,
+                                 c10::cuda::getCurrentCUDAStream(packed.device().index()).stream());
+      } catch (const std::runtime_error& e) {
+        BIGBATCH_THROW(Error, "{} on {}", e.what(), packed.device().str());
+      }
+      return;
+    }
+  }
+#endif
+  for (const torch::Tensor& p : ps) orthogonalise(p);
 }
 
 }  // namespace
@@ -147,10 +182,10 @@ void DevicePowerSgdCodec::exchange(size_t index, const Bucket& bucket,
   torch::Tensor finite = pAll.isfinite().all();
 
   // Q = X^T P with P orthonormal, summed.
-  for (Work& w : work) {
-    orthogonalise(w.p);
-    at::mm_out(w.q, w.x.t(), w.p);
-  }
+  std::vector<torch::Tensor> ps;
+  for (const Work& w : work) ps.push_back(w.p);
+  orthogonaliseAll(ps, pAll);
+  for (Work& w : work) at::mm_out(w.q, w.x.t(), w.p);
   sumAsWireType(qAll, wireType_, worldSize_, scratch_, wire);
   finite = finite.logical_and(qAll.isfinite().all());
   const torch::Tensor notFinite = finite.logical_not();
