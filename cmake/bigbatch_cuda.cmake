@@ -54,9 +54,16 @@ if(BIGBATCH_CUDA)
   # PyTorch 2.x wheels export libstdc++ symbols they link statically
   # (std::filesystem among them; pytorch/pytorch#133437). Listed before
   # libtorch, a program's std::filesystem calls would bind to those copies,
-  # which crash (remove_all, seen with 2.11). Naming libstdc++ first among an
-  # executable's libraries makes the dynamic linker find the real ones.
-  add_link_options("LINKER:--no-as-needed" "-lstdc++" "LINKER:--as-needed")
+  # which crash (remove_all, seen with 2.11). Naming the shared libstdc++
+  # first among an executable's libraries makes the dynamic linker find the
+  # real ones. By file name (-l:libstdc++.so.6), in one linker argument:
+  # built on the GPU machine (its compiler is /opt/gcc's GCC 13.3) with
+  # -lstdc++, no executable had libstdc++ in its NEEDED list (readelf,
+  # 2026-12-04) and the CUDA-run tests crashed in remove_all — most likely
+  # that -lstdc++ finds a static archive, from which a flag ahead of the
+  # objects pulls nothing. The file name asks for the shared object; it has
+  # not yet been built there.
+  add_link_options("LINKER:--push-state,--no-as-needed,-l:libstdc++.so.6,--pop-state")
   # PyTorch's CMake files replace CMAKE_CUDA_ARCHITECTURES by -gencode flags
   # from TORCH_CUDA_ARCH_LIST (scripts/build-cuda sets it).
   message(STATUS "bigbatch: CUDA variant (nvcc ${CMAKE_CUDA_COMPILER_VERSION}, "

@@ -81,6 +81,15 @@ TEST(DeviceFeedCuda, PinnedBatchesArriveOnTheDeviceExactlyAsTheCpuPipelineMakesT
 // of the kernels queued behind it.
 void holdTheComputeStream() { at::cuda::sleep(400'000'000); }
 
+// Whether the spin is still queued on the current stream. A call that
+// synchronises the device inside the window (cudaHostAlloc may: a first
+// pinned allocation did, on an H200) lets it finish, and then a test could
+// not see the race it looks for, whatever the code under test does.
+bool computeStreamStillBusy() {
+  const c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
+  return !impl.queryStream(impl.getStream(torch::Device(torch::kCUDA, 0)));
+}
+
 PipelineOptions pinnedOptions(bool pinned) {
   PipelineOptions o;
   o.pinMemory = pinned;
@@ -118,6 +127,8 @@ TEST(DeviceFeedCuda, ControlAWriteFromAnotherStreamLandsUnderAKernelThatStillRea
   const torch::Device gpu(torch::kCUDA, 0);
   const auto options = torch::TensorOptions().device(gpu);
   torch::Tensor stale = torch::full({FeedCase::kBatch, 3, 64, 64}, -7.0f, options);
+  // Pinned before the window: allocating it inside synchronised the device.
+  const torch::Tensor ones = torch::ones({FeedCase::kBatch, 3, 64, 64}).pin_memory();
   torch::cuda::synchronize();
   holdTheComputeStream();
   const torch::Tensor seen = stale.clone();  // queued behind the spin
@@ -128,8 +139,9 @@ TEST(DeviceFeedCuda, ControlAWriteFromAnotherStreamLandsUnderAKernelThatStillRea
   const c10::impl::VirtualGuardImpl impl(gpu.type());
   {
     const c10::StreamGuard onSide(impl.getStreamFromGlobalPool(gpu));
-    reused.copy_(torch::ones({FeedCase::kBatch, 3, 64, 64}).pin_memory(), /*non_blocking=*/true);
+    reused.copy_(ones, /*non_blocking=*/true);
   }
+  ASSERT_TRUE(computeStreamStillBusy()) << "the device was synchronised inside the window";
   torch::cuda::synchronize();
   EXPECT_FALSE(torch::equal(seen.cpu(), torch::full_like(seen.cpu(), -7.0f)))
       << "the side stream's write waited for the compute stream: this device would not show the race";
@@ -153,6 +165,7 @@ TEST(DeviceFeedCuda, APrefetchNeverWritesIntoABlockThatAQueuedKernelStillReads) 
   const torch::Tensor seen = temporary.clone();
   temporary.reset();
   c.feed.prefetch();  // the next batch's copy, now
+  ASSERT_TRUE(computeStreamStillBusy()) << "the device was synchronised inside the window";
 
   PipelineBatch second;
   ASSERT_TRUE(c.feed.next(second));
@@ -178,6 +191,7 @@ TEST(DeviceFeedCuda, AMicroBatchTheHostDroppedIsNotOverwrittenWhileAQueuedKernel
     seen = previous.images.clone();  // "conv1's weight gradient", queued
   }  // the host drops the micro-batch
   c.feed.prefetch();
+  ASSERT_TRUE(computeStreamStillBusy()) << "the device was synchronised inside the window";
   PipelineBatch next;
   ASSERT_TRUE(c.feed.next(next));
   torch::cuda::synchronize();
