@@ -1,14 +1,16 @@
 // The reduction kernel of the collectives. Plain loops on purpose: it runs on
 // the communication thread and must not enter libtorch's OpenMP pool, which
 // belongs to the compute thread (an ATen add_ on a multi-MB buffer would).
+// fp16 goes through half_kernels.h (F16C where the processor has it); bf16
+// through c10::BFloat16's scalar rounding.
 #include <c10/util/BFloat16.h>
-#include <c10/util/Half.h>
 
 #include <algorithm>
 #include <cstring>
 
 #include "bigbatch/collectives/allreduce.h"
 #include "bigbatch/common/error.h"
+#include "half_kernels.h"
 
 namespace bigbatch {
 namespace {
@@ -43,6 +45,21 @@ void sumManyLowPrecision(void* dst, const void* const* srcs, int n, size_t count
       for (size_t i = 0; i < len; ++i) acc[i] += static_cast<float>(s[i]);
     }
     for (size_t i = 0; i < len; ++i) d[base + i] = T(acc[i]);
+  }
+}
+
+// The same for fp16, with half_kernels' conversions.
+void sumManyHalf(void* dst, const void* const* srcs, int n, size_t count) {
+  constexpr size_t kBlock = 2048;
+  float acc[kBlock];
+  auto* d = static_cast<uint16_t*>(dst);
+  for (size_t base = 0; base < count; base += kBlock) {
+    const size_t len = std::min(kBlock, count - base);
+    half_kernels::unpack(acc, static_cast<const uint16_t*>(srcs[0]) + base, len, 1.0f);
+    for (int j = 1; j < n; ++j) {
+      half_kernels::accumulate(acc, static_cast<const uint16_t*>(srcs[j]) + base, len);
+    }
+    half_kernels::pack(d + base, acc, len, 1.0f);
   }
 }
 
@@ -81,7 +98,7 @@ void sumMany(DataType type, void* dst, const void* const* srcs, int n, size_t co
   switch (type) {
     case DataType::kFloat32: return sumManyPlain<float>(dst, srcs, n, count);
     case DataType::kBFloat16: return sumManyLowPrecision<c10::BFloat16>(dst, srcs, n, count);
-    case DataType::kFloat16: return sumManyLowPrecision<c10::Half>(dst, srcs, n, count);
+    case DataType::kFloat16: return sumManyHalf(dst, srcs, n, count);
     case DataType::kInt64: return sumManyPlain<int64_t>(dst, srcs, n, count);
     case DataType::kUInt8: return sumManyPlain<uint8_t>(dst, srcs, n, count);
     case DataType::kFloat64: return sumManyPlain<double>(dst, srcs, n, count);
@@ -96,11 +113,8 @@ void packFloats(DataType type, void* out, const float* in, size_t count, float s
       for (size_t i = 0; i < count; ++i) o[i] = in[i] * scale;
       return;
     }
-    case DataType::kFloat16: {
-      auto* o = static_cast<c10::Half*>(out);
-      for (size_t i = 0; i < count; ++i) o[i] = c10::Half(in[i] * scale);
-      return;
-    }
+    case DataType::kFloat16:
+      return half_kernels::pack(static_cast<uint16_t*>(out), in, count, scale);
     case DataType::kBFloat16: {
       auto* o = static_cast<c10::BFloat16*>(out);
       for (size_t i = 0; i < count; ++i) o[i] = c10::BFloat16(in[i] * scale);
@@ -118,11 +132,8 @@ void unpackFloats(DataType type, float* out, const void* in, size_t count, float
       for (size_t i = 0; i < count; ++i) out[i] = p[i] * scale;
       return;
     }
-    case DataType::kFloat16: {
-      const auto* p = static_cast<const c10::Half*>(in);
-      for (size_t i = 0; i < count; ++i) out[i] = static_cast<float>(p[i]) * scale;
-      return;
-    }
+    case DataType::kFloat16:
+      return half_kernels::unpack(out, static_cast<const uint16_t*>(in), count, scale);
     case DataType::kBFloat16: {
       const auto* p = static_cast<const c10::BFloat16*>(in);
       for (size_t i = 0; i < count; ++i) out[i] = static_cast<float>(p[i]) * scale;
@@ -137,7 +148,8 @@ void sumInto(DataType type, void* dst, const void* src, size_t count) {
   switch (type) {
     case DataType::kFloat32: return sumPlain<float>(dst, src, count);
     case DataType::kBFloat16: return sumLowPrecision<c10::BFloat16>(dst, src, count);
-    case DataType::kFloat16: return sumLowPrecision<c10::Half>(dst, src, count);
+    case DataType::kFloat16:
+      return half_kernels::sum(static_cast<uint16_t*>(dst), static_cast<const uint16_t*>(src), count);
     case DataType::kInt64: return sumPlain<int64_t>(dst, src, count);
     case DataType::kUInt8: return sumPlain<uint8_t>(dst, src, count);
     case DataType::kFloat64: return sumPlain<double>(dst, src, count);
