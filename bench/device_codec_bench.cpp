@@ -78,17 +78,19 @@ double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
-// Times `step` (after `refill`, untimed) `steps` times after 3 warm-up
-// steps; `sync` waits for the device.
-std::pair<double, double> timeSteps(int steps, const std::function<void()>& refill,
-                                    const std::function<void()>& step,
+// Times `steps` steps (after 3 warm-up ones) of `exchange` over every
+// bucket, each step's gradients copied from `source` into `buckets` first,
+// untimed; `sync` waits for the device.
+std::pair<double, double> timeSteps(int steps, std::vector<torch::Tensor>& buckets,
+                                    const std::vector<torch::Tensor>& source,
+                                    const std::function<void(size_t)>& exchange,
                                     const std::function<void()>& sync) {
   std::vector<double> ms;
   for (int i = 0; i < steps + 3; ++i) {
-    refill();
+    for (size_t b = 0; b < buckets.size(); ++b) buckets[b].copy_(source[b]);
     sync();
     const auto t0 = Clock::now();
-    step();
+    for (size_t b = 0; b < buckets.size(); ++b) exchange(b);
     sync();
     if (i >= 3) ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - t0).count());
   }
@@ -151,31 +153,19 @@ int main(int argc, char** argv) {
     for (const auto& b : layout) wire += onDev->wireBytes(b);
     report(row.name, cuda ? "cuda" : "cpu-device-codec",
            timeSteps(
-               steps,
-               [&] {
-                 for (size_t i = 0; i < layout.size(); ++i) onDevice[i].copy_(source[i]);
-               },
-               [&] {
-                 for (size_t i = 0; i < layout.size(); ++i)
-                   onDev->exchange(i, layout[i], onDevice[i], deviceWire);
-               },
-               sync),
+               steps, onDevice, source,
+               [&](size_t b) { onDev->exchange(b, layout[b], onDevice[b], deviceWire); }, sync),
            wire, values, layout.size());
 
     auto onCpu = makeGradientCodec(row.options, params, names, kWorld);
     NoWire hostWire;
-    report(row.name, "host",
-           timeSteps(
-               steps,
-               [&] {
-                 for (size_t i = 0; i < layout.size(); ++i) onHost[i].copy_(source[i]);
-               },
-               [&] {
-                 for (size_t i = 0; i < layout.size(); ++i)
-                   onCpu->exchange(i, layout[i], onHost[i].data_ptr<float>(), hostWire);
-               },
-               [] {}),
-           wire, values, layout.size());
+    report(
+        row.name, "host",
+        timeSteps(
+            steps, onHost, source,
+            [&](size_t b) { onCpu->exchange(b, layout[b], onHost[b].data_ptr<float>(), hostWire); },
+            [] {}),
+        wire, values, layout.size());
   }
   return 0;
 }

@@ -116,3 +116,16 @@ function(bigbatch_cuda_library name)
   set_target_properties(${name} PROPERTIES POSITION_INDEPENDENT_CODE ON)
   target_compile_options(${name} PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:--expt-relaxed-constexpr -Xcompiler=-Wall>)
 endfunction()
+
+# bigbatch_module_kernels(MODULE SOURCES...): a module's CUDA kernels as
+# bigbatch_MODULE_cuda — linked into bigbatch_MODULE in the CUDA variant,
+# compiled (not linked) in a CPU build wherever nvcc is found, as a check.
+function(bigbatch_module_kernels module)
+  if(NOT BIGBATCH_HAVE_NVCC)
+    return()
+  endif()
+  bigbatch_cuda_library(bigbatch_${module}_cuda ${ARGN})
+  if(BIGBATCH_CUDA)
+    target_link_libraries(bigbatch_${module} PUBLIC bigbatch_${module}_cuda)
+  endif()
+endfunction()
