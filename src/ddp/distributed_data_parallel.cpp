@@ -110,9 +110,7 @@ void DistributedDataParallel::layoutFor(size_t fusionBytes, bool partition) {
                  "a partitioned exchange is laid out once (its optimizer holds the slices)");
   reducer_.reset();
   staging_.reset();
-  // Partitioned, the weights themselves live in the buckets' layout
-  // (PartitionedExchange), where kernels need them aligned.
-  buckets_->layoutFor(fusionBytes, partition ? kParameterAlignElements : 1);
+  buckets_->layoutFor(fusionBytes);
   // Buckets in device memory reach the host collectives through mirrors.
   const bool staged = size_ > 1 && options_.nccl == nullptr && (options_.stageThroughHost || onDevice_);
   if (staged) staging_ = std::make_unique<DeviceStaging>(buckets_->buffers());

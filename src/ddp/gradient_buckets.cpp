@@ -62,9 +62,9 @@ std::vector<int64_t> GradientBuckets::numels() const {
   return out;
 }
 
-void GradientBuckets::layoutFor(size_t fusionBytes, int64_t alignElements) {
+void GradientBuckets::layoutFor(size_t fusionBytes) {
   fusion_ = fusionBytes;
-  layout_ = layoutBuckets(numels(), fusionBytes, 4, alignElements);
+  layout_ = layoutBuckets(numels(), fusionBytes, 4, kParameterAlignElements);
   bucketOf_.assign(params_.size(), 0);
   views_.assign(params_.size(), torch::Tensor());
   pending_.assign(layout_.size(), 0);

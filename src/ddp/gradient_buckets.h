@@ -44,10 +44,10 @@ class GradientBuckets {
   bool empty() const { return params_.empty(); }
   const torch::Device& device() const { return device_; }
 
-  // (Re)builds the buckets for a cap of `fusionBytes`, each entry at a
-  // multiple of `alignElements` (bucket_layout.h), and points every
+  // (Re)builds the buckets for a cap of `fusionBytes`, each entry 64-byte
+  // aligned (kParameterAlignElements, bucket_layout.h), and points every
   // gradient into them (a gradient already there is carried over).
-  void layoutFor(size_t fusionBytes, int64_t alignElements = 1);
+  void layoutFor(size_t fusionBytes);
   size_t fusionBytes() const { return fusion_; }
   const std::vector<Bucket>& layout() const { return layout_; }
   std::vector<torch::Tensor>& buffers() { return buffers_; }

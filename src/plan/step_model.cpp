@@ -36,14 +36,16 @@ void validate(const StepInputs& in) {
 }  // namespace
 
 std::vector<double> packBuckets(const std::vector<double>& tensorBytes, double fusionBytes) {
+  constexpr double kAlignBytes = 64;  // the DDP's kParameterAlignElements fp32 values
   std::vector<double> buckets;
   double open = 0;
   for (double b : tensorBytes) {
-    if (open > 0 && open + b > fusionBytes) {
+    double start = std::ceil(open / kAlignBytes) * kAlignBytes;
+    if (open > 0 && start + b > fusionBytes) {
       buckets.push_back(open);
-      open = 0;
+      start = 0;
     }
-    open += b;
+    open = start + b;
   }
   if (open > 0) buckets.push_back(open);
   return buckets;

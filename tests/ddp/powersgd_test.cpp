@@ -319,7 +319,10 @@ TEST(PowerSgd, ReportsTheBytesOnTheWire) {
   });
   // big.weight as (32 + 40) x 2 factors; the rest as it is.
   EXPECT_EQ(wire[0], ((32 + 40) * 2 + 32 + 3 * 32 + 3) * 4);
-  EXPECT_EQ(fp32[0], (32 * 40 + 32 + 3 * 32 + 3) * 4);
+  // The fp32 bucket as laid out, each tensor at a multiple of 16 values
+  // (bucket_layout.h): small.bias 0..3, small.weight 16..112, big.bias
+  // 112..144, big.weight 144..1424.
+  EXPECT_EQ(fp32[0], 1424 * 4);
 }
 
 // ddp.exchange_dtype = fp16 / bf16: factors and uncompressed values in 16

@@ -136,7 +136,7 @@ TEST(StepModel, BucketsMatchTheDdpLayout) {
   // layoutBuckets takes registration order and walks it backwards.
   std::vector<int64_t> numels(elements.rbegin(), elements.rend());
   for (size_t fusion : {size_t{4096}, size_t{256 * 1024}, size_t{1 << 20}}) {
-    const auto expected = layoutBuckets(numels, fusion, 4);
+    const auto expected = layoutBuckets(numels, fusion, 4, kParameterAlignElements);
     const auto mine = packBuckets(bytes, static_cast<double>(fusion));
     ASSERT_EQ(mine.size(), expected.size()) << fusion;
     for (size_t i = 0; i < mine.size(); ++i) EXPECT_EQ(mine[i], 4.0 * expected[i].numel);

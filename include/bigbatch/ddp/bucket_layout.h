@@ -28,13 +28,18 @@ struct Bucket {
 // `numels[i]` is the element count of parameter i (registration order);
 // `elementBytes` the size of one gradient element in the exchange;
 // `alignElements`: every entry's offset is a multiple of it, the gaps
-// between entries left in the bucket (counted in its numel, never
-// written: zero in a zeroed buffer). Where the parameters themselves are
-// re-pointed into a bucket (the partitioned exchange), a GPU kernel reads
-// them at those offsets, and cuDNN's vectorised kernels fault on a weight
-// that is not 16-byte aligned (seen on an H200: its NHWC BatchNorm forward,
-// "misaligned address") — kParameterAlignElements keeps each at 64 bytes,
-// as a fresh allocation is at least.
+// between entries left in the bucket (counted in its numel and sent with
+// it, never written: zero in a zeroed buffer).
+//
+// The DDP's buckets use kParameterAlignElements: each gradient view — and
+// under the partitioned exchange each parameter, re-pointed into its
+// bucket — starts 64-byte aligned, as a fresh allocation does. cuDNN's
+// vectorised kernels fault on a weight that is not 16-byte aligned (seen on
+// an H200: its NHWC BatchNorm forward, "misaligned address", with the
+// partitioned exchange's packed layout). One layout whether partitioned or
+// not, so the two sum the same elements in the same chunks (the partition
+// equivalence check's SGD is bit-identical); the gaps cost at most 60
+// bytes a tensor.
 inline constexpr int64_t kParameterAlignElements = 16;
 std::vector<Bucket> layoutBuckets(const std::vector<int64_t>& numels, size_t fusionBytes,
                                   size_t elementBytes = 4, int64_t alignElements = 1);

@@ -66,7 +66,8 @@ struct StepPrediction {
 };
 
 // Packs `tensorBytes` (backward order) into buckets of at most `fusionBytes`,
-// a tensor larger than that alone in its own, as ddp/bucket_layout.h does.
+// a tensor larger than that alone in its own, each starting 64 bytes
+// aligned, as ddp/bucket_layout.h does for the DDP (kParameterAlignElements).
 std::vector<double> packBuckets(const std::vector<double>& tensorBytes, double fusionBytes);
 
 // A gradient of `totalBytes` with no tensor structure (`plan --grad-mb`):
