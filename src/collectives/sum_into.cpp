@@ -29,37 +29,42 @@ void sumPlain(void* dst, const void* src, size_t count) {
   for (size_t i = 0; i < count; ++i) d[i] += s[i];
 }
 
+// How a 16-bit type goes into and out of sumManyLowPrecision's fp32
+// accumulator: bf16 by c10's scalar rounding, fp16 by half_kernels (F16C
+// where the processor has it).
+struct BFloat16Lanes {
+  using T = c10::BFloat16;
+  static void load(float* acc, const T* s, size_t n) {
+    for (size_t i = 0; i < n; ++i) acc[i] = static_cast<float>(s[i]);
+  }
+  static void add(float* acc, const T* s, size_t n) {
+    for (size_t i = 0; i < n; ++i) acc[i] += static_cast<float>(s[i]);
+  }
+  static void store(T* d, const float* acc, size_t n) {
+    for (size_t i = 0; i < n; ++i) d[i] = T(acc[i]);
+  }
+};
+
+struct HalfLanes {
+  using T = uint16_t;
+  static void load(float* acc, const T* s, size_t n) { half_kernels::unpack(acc, s, n, 1.0f); }
+  static void add(float* acc, const T* s, size_t n) { half_kernels::accumulate(acc, s, n); }
+  static void store(T* d, const float* acc, size_t n) { half_kernels::pack(d, acc, n, 1.0f); }
+};
+
 // dst = srcs[0] + ... + srcs[n-1] in rank order, accumulated in fp32 and
 // rounded once; blocked so the accumulator stays in L1.
-template <typename T>
+template <typename Lanes>
 void sumManyLowPrecision(void* dst, const void* const* srcs, int n, size_t count) {
+  using T = typename Lanes::T;
   constexpr size_t kBlock = 2048;
   float acc[kBlock];
   T* d = static_cast<T*>(dst);
   for (size_t base = 0; base < count; base += kBlock) {
     const size_t len = std::min(kBlock, count - base);
-    const T* s0 = static_cast<const T*>(srcs[0]) + base;
-    for (size_t i = 0; i < len; ++i) acc[i] = static_cast<float>(s0[i]);
-    for (int j = 1; j < n; ++j) {
-      const T* s = static_cast<const T*>(srcs[j]) + base;
-      for (size_t i = 0; i < len; ++i) acc[i] += static_cast<float>(s[i]);
-    }
-    for (size_t i = 0; i < len; ++i) d[base + i] = T(acc[i]);
-  }
-}
-
-// The same for fp16, with half_kernels' conversions.
-void sumManyHalf(void* dst, const void* const* srcs, int n, size_t count) {
-  constexpr size_t kBlock = 2048;
-  float acc[kBlock];
-  auto* d = static_cast<uint16_t*>(dst);
-  for (size_t base = 0; base < count; base += kBlock) {
-    const size_t len = std::min(kBlock, count - base);
-    half_kernels::unpack(acc, static_cast<const uint16_t*>(srcs[0]) + base, len, 1.0f);
-    for (int j = 1; j < n; ++j) {
-      half_kernels::accumulate(acc, static_cast<const uint16_t*>(srcs[j]) + base, len);
-    }
-    half_kernels::pack(d + base, acc, len, 1.0f);
+    Lanes::load(acc, static_cast<const T*>(srcs[0]) + base, len);
+    for (int j = 1; j < n; ++j) Lanes::add(acc, static_cast<const T*>(srcs[j]) + base, len);
+    Lanes::store(d + base, acc, len);
   }
 }
 
@@ -97,8 +102,8 @@ void sumManyPlain(void* dst, const void* const* srcs, int n, size_t count) {
 void sumMany(DataType type, void* dst, const void* const* srcs, int n, size_t count) {
   switch (type) {
     case DataType::kFloat32: return sumManyPlain<float>(dst, srcs, n, count);
-    case DataType::kBFloat16: return sumManyLowPrecision<c10::BFloat16>(dst, srcs, n, count);
-    case DataType::kFloat16: return sumManyHalf(dst, srcs, n, count);
+    case DataType::kBFloat16: return sumManyLowPrecision<BFloat16Lanes>(dst, srcs, n, count);
+    case DataType::kFloat16: return sumManyLowPrecision<HalfLanes>(dst, srcs, n, count);
     case DataType::kInt64: return sumManyPlain<int64_t>(dst, srcs, n, count);
     case DataType::kUInt8: return sumManyPlain<uint8_t>(dst, srcs, n, count);
     case DataType::kFloat64: return sumManyPlain<double>(dst, srcs, n, count);
