@@ -57,14 +57,17 @@ BIGBATCH_F16C size_t sumF16c(uint16_t* dst, const uint16_t* src, size_t count) {
   return i;
 }
 
-const bool kF16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+// Read while static objects are constructed, hence the explicit init (GCC:
+// __builtin_cpu_supports before constructors needs __builtin_cpu_init).
+const bool kF16c = [] {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+}();
 #else
 const bool kF16c = false;
 #endif
 
 }  // namespace
-
-bool usesF16c() { return kF16c; }
 
 // Each function: the vector loop where F16C is there, then the scalar
 // loop over what it left (the tail, or everything).

@@ -25,7 +25,4 @@ void accumulate(float* acc, const uint16_t* in, size_t count);
 // dst[i] = half(float(dst[i]) + float(src[i]))
 void sum(uint16_t* dst, const uint16_t* src, size_t count);
 
-// Whether the F16C path is the one taken here (for tests and logs).
-bool usesF16c();
-
 }  // namespace bigbatch::half_kernels
