@@ -92,6 +92,13 @@ std::vector<RecipeKey> runKeys() {
         "needs the CUDA build, docs/GPU.md)",
         {}, {}, {"cpu", "cuda"}),
        readWhereUsed("run_start.cpp: the device, before the recipe")},
+      {F("run.deterministic", T::kBool, false,
+        "run.device = cuda: the same run twice gives the same weights - cuDNN's deterministic "
+        "algorithms, no per-shape benchmarking, cuBLAS with a fixed workspace "
+        "(CUBLAS_WORKSPACE_CONFIG=:4096:8 unless set) and ATen's deterministic kernels (one "
+        "without them warns, naming itself); slower. The CPU is deterministic at a fixed "
+        "run.threads already"),
+       readWhereUsed("run_start.cpp: set with the device")},
       {F("run.workers", T::kInt, int64_t{1},
         "ranks to start on this machine (bigbatch runs mpirun itself); ignored under mpirun, "
         "where MPI gives the world size",

@@ -5,9 +5,9 @@
 // with one default and read with another, or read under a misspelt name.
 //
 // A few keys are used before there is a recipe — the run directory
-// (run.name, run.dir, run.out_dir), the device (run.device, amp.tf32), the
-// launcher's worker count (run.workers) — and are read by name where they
-// are used; their entry says where, and binds nothing.
+// (run.name, run.dir, run.out_dir), the device (run.device, run.deterministic,
+// amp.tf32), the launcher's worker count (run.workers) — and are read by
+// name where they are used; their entry says where, and binds nothing.
 //
 // Internal to src/train. Pure; thread-safe after the first call.
 #pragma once

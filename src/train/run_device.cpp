@@ -8,6 +8,9 @@
 #include <ATen/Context.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <cuda_runtime_api.h>
+
+#include <cstdlib>
+#include <mutex>
 #endif
 
 namespace bigbatch::train_detail {
@@ -36,9 +39,10 @@ void checkCudaAvailable() {
                    torch::cuda::device_count());
 }
 
-RunDevice resolveRunDevice(const std::string& name, int localRank, int localSize, bool tf32) {
+RunDevice resolveRunDevice(const std::string& name, int localRank, int localSize,
+                           DeviceChoices choices) {
   RunDevice d;
-  d.tf32 = tf32;
+  d.choices = choices;
   if (name == "cpu") {
     d.description = "cpu";
     return d;
@@ -66,9 +70,22 @@ void makeCurrent(const RunDevice& d) {
 #ifdef BIGBATCH_WITH_CUDA
   if (!d.device.is_cuda()) return;
   c10::cuda::set_device(d.device.index());
-  at::globalContext().setBenchmarkCuDNN(true);
-  at::globalContext().setAllowTF32CuDNN(d.tf32);
-  at::globalContext().setAllowTF32CuBLAS(d.tf32);
+  auto& context = at::globalContext();
+  context.setAllowTF32CuDNN(d.choices.tf32);
+  context.setAllowTF32CuBLAS(d.choices.tf32);
+  if (d.choices.deterministic) {
+    // Before the first cuBLAS handle, which reads it; once per process (the
+    // in-process ranks of the tests call this from several threads).
+    static std::once_flag workspace;
+    std::call_once(workspace, [] { setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0); });
+    context.setBenchmarkCuDNN(false);
+    context.setDeterministicCuDNN(true);
+    context.setDeterministicAlgorithms(true, /*warn_only=*/true);
+  } else {  // the process's settings are global: an earlier run's are undone
+    context.setBenchmarkCuDNN(true);
+    context.setDeterministicCuDNN(false);
+    context.setDeterministicAlgorithms(false, /*warn_only=*/false);
+  }
 #endif
 }
 

@@ -17,12 +17,18 @@
 
 namespace bigbatch::train_detail {
 
+// How a GPU computes (ignored on the CPU).
+struct DeviceChoices {
+  bool tf32 = true;            // fp32 matmuls and convolutions on TF32 tensor cores (amp.tf32)
+  bool deterministic = false;  // the same run twice, the same weights (run.deterministic)
+};
+
 struct RunDevice {
   torch::Device device{torch::kCPU};
   int gpusOnHost = 0;       // CUDA: the GPUs this process sees
   int ranksPerGpu = 1;      // CUDA: ranks of this host on the busiest GPU
   std::string description;  // "cpu", or "cuda:0 (NVIDIA H200, 140 GiB)"
-  bool tf32 = true;         // CUDA: fp32 matmuls and convolutions on TF32 tensor cores (amp.tf32)
+  DeviceChoices choices;
 };
 
 // True when this binary was built for CUDA (BIGBATCH_CUDA=ON).
@@ -35,13 +41,20 @@ void checkCudaAvailable();
 
 // Throws InvalidArgument naming the fix: "cuda" on a CPU build, or on a
 // machine where no GPU is visible; any other name.
-RunDevice resolveRunDevice(const std::string& name, int localRank, int localSize, bool tf32);
+RunDevice resolveRunDevice(const std::string& name, int localRank, int localSize,
+                           DeviceChoices choices);
 
 // Makes `d` the calling thread's current device (CUDA; a no-op on CPU), so
 // the tensors, streams and libraries it creates are on that GPU, and sets
 // the process's cuDNN and cuBLAS choices as PyTorch users run them: cuDNN
 // benchmarks its convolution algorithms per shape, and fp32 compute uses
-// TF32 unless amp.tf32 = false.
+// TF32 unless amp.tf32 = false. With run.deterministic, what PyTorch's
+// reproducibility notes ask for instead: deterministic cuDNN algorithms
+// without benchmarking (a benchmark may pick another algorithm, with other
+// rounding, in another run), CUBLAS_WORKSPACE_CONFIG=:4096:8 unless the
+// user set it (cuBLAS's split reductions are otherwise not reproducible,
+// CUDA >= 10.2), and ATen's deterministic algorithms, warning where an op
+// has none.
 void makeCurrent(const RunDevice& d);
 
 }  // namespace bigbatch::train_detail

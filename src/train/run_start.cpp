@@ -78,7 +78,7 @@ RunStart startRun(Config& c, const TrainOptions& o, MlperfLogger& ml) {
   // then the resume: every rank finds and reads the same checkpoint itself.
   try {
     s.device = resolveRunDevice(c.getString("run.device"), comm.localRank(), comm.localSize(),
-                                c.getBool("amp.tf32"));
+                                {c.getBool("amp.tf32"), c.getBool("run.deterministic")});
     s.resume = findResumePoint(c, o.resume, o.runDir, runName(c, o));
     if (s.resume) {
       const int64_t accumulation = checkResumeCompatible(c, s.resume->checkpoint, s.worldSize,

@@ -127,8 +127,18 @@ TEST(DeviceFeedCuda, ControlAWriteFromAnotherStreamLandsUnderAKernelThatStillRea
   const torch::Device gpu(torch::kCUDA, 0);
   const auto options = torch::TensorOptions().device(gpu);
   torch::Tensor stale = torch::full({FeedCase::kBatch, 3, 64, 64}, -7.0f, options);
-  // Pinned before the window: allocating it inside synchronised the device.
+  // Everything that may synchronise the device is done before the window:
+  // the pinned allocation did (visit 1), and so did something else the
+  // window held in visit 3 — the side stream's first use creates the
+  // stream pool, and its first copy the pinned block's event. So the side
+  // stream is taken, and a copy made on it, before.
   const torch::Tensor ones = torch::ones({FeedCase::kBatch, 3, 64, 64}).pin_memory();
+  const c10::impl::VirtualGuardImpl impl(gpu.type());
+  const c10::Stream side = impl.getStreamFromGlobalPool(gpu);
+  {
+    const c10::StreamGuard onSide(side);
+    torch::empty_like(stale).copy_(ones, /*non_blocking=*/true);
+  }
   torch::cuda::synchronize();
   holdTheComputeStream();
   const torch::Tensor seen = stale.clone();  // queued behind the spin
@@ -136,12 +146,12 @@ TEST(DeviceFeedCuda, ControlAWriteFromAnotherStreamLandsUnderAKernelThatStillRea
   stale.reset();
   torch::Tensor reused = torch::empty({FeedCase::kBatch, 3, 64, 64}, options);  // on the compute stream
   ASSERT_EQ(reused.data_ptr(), freed) << "the allocator did not hand out the freed block";
-  const c10::impl::VirtualGuardImpl impl(gpu.type());
+  ASSERT_TRUE(computeStreamStillBusy()) << "the device was synchronised before the side stream's copy";
   {
-    const c10::StreamGuard onSide(impl.getStreamFromGlobalPool(gpu));
+    const c10::StreamGuard onSide(side);
     reused.copy_(ones, /*non_blocking=*/true);
   }
-  ASSERT_TRUE(computeStreamStillBusy()) << "the device was synchronised inside the window";
+  ASSERT_TRUE(computeStreamStillBusy()) << "the side stream's copy synchronised the device";
   torch::cuda::synchronize();
   EXPECT_FALSE(torch::equal(seen.cpu(), torch::full_like(seen.cpu(), -7.0f)))
       << "the side stream's write waited for the compute stream: this device would not show the race";
