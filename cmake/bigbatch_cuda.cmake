@@ -61,8 +61,9 @@ if(BIGBATCH_CUDA)
   # -lstdc++, no executable had libstdc++ in its NEEDED list (readelf,
   # 2026-12-04) and the CUDA-run tests crashed in remove_all — most likely
   # that -lstdc++ finds a static archive, from which a flag ahead of the
-  # objects pulls nothing. The file name asks for the shared object; it has
-  # not yet been built there.
+  # objects pulls nothing. The file name asks for the shared object: built
+  # there (visits 3 and 4), libstdc++.so.6 is the first NEEDED entry and the
+  # CUDA-run tests pass.
   add_link_options("LINKER:--push-state,--no-as-needed,-l:libstdc++.so.6,--pop-state")
   # PyTorch's CMake files replace CMAKE_CUDA_ARCHITECTURES by -gencode flags
   # from TORCH_CUDA_ARCH_LIST (scripts/build-cuda sets it).
