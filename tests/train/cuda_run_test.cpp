@@ -110,9 +110,10 @@ TEST(CudaRun, TwoRanksSharingTheGpuExchangeThroughHostMemoryAndStayIdentical) {
 }
 
 // run.deterministic: two runs of the same config end with the same bytes.
-// Without it cuDNN benchmarks its algorithms per run and some of them sum
-// with atomics: on an H200 (2026-12-04) two runs of the partition test
-// below differed by 1.2e-3 and 2.0e-3 of max |w| after 16 steps.
+// Without it cuDNN benchmarks its algorithms per run, and some GPU kernels
+// sum in no fixed order: on an H200 (2026-12-04) the 16-step form of the
+// partition test below measured 1.97e-3 of max |w| once and 1.20e-3 the
+// next time.
 TEST(CudaRun, DeterministicRunsEndWithTheSameWeights) {
   if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
   Config c = shortRun("cuda");
