@@ -137,8 +137,11 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
       logits = forwardGroups(model_, images, settings_.groups, a == 0 ? kfacTap_.get() : nullptr);
     }
     // On a GPU the forward is only enqueued: the next micro-batch's copy
-    // starts now, while it runs.
+    // starts now, while it runs. Taking that batch from the pipeline may
+    // wait for it: data time, not forward time.
+    const auto tPrefetch = Clock::now();
     feed.prefetch();
+    const auto tPrefetched = Clock::now();
     logits = logits.to(torch::kFloat);  // the loss in fp32 whatever the compute type
     const torch::Tensor lossSum = torch::nn::functional::cross_entropy(logits, labels, lossOptions);
     // A non-finite loss poisons this rank's gradients (times NaN, decided on
@@ -155,12 +158,16 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
     const auto t2 = Clock::now();
     loss.backward();
     const auto t3 = Clock::now();
-    times.data += seconds(t0, t1);
-    times.forward += seconds(t1, t2);
+    times.data += seconds(t0, t1) + seconds(tPrefetch, tPrefetched);
+    times.forward += seconds(t1, tPrefetch) + seconds(tPrefetched, t2);
     times.backward += seconds(t2, t3);
     if (tracing) {
       timeline_->record("data", Timeline::kComputeThread, t0, t1);
       timeline_->record("forward", Timeline::kComputeThread, t1, t2);
+      // Nested inside the forward (only a device feed prefetches).
+      if (settings_.device.is_cuda()) {
+        timeline_->record("prefetch", Timeline::kComputeThread, tPrefetch, tPrefetched);
+      }
       timeline_->record("backward", Timeline::kComputeThread, t2, t3);
     }
   }
