@@ -44,11 +44,11 @@
 #include "bigbatch/train/timeline.h"
 #include "bigbatch/train/trainer.h"
 #include "data_command.h"
-#include "launch_workers.h"
+#include "bigbatch/launch/launch_workers.h"
 #include "plan_command.h"
 #include "plot.h"
 #include "process_env.h"
-#include "supervise_workers.h"
+#include "bigbatch/launch/supervise_workers.h"
 #include "tune_command.h"
 
 namespace {
@@ -96,7 +96,8 @@ CLI::App* addTrainCommand(CLI::App& app, TrainArgs& a) {
   train
       ->add_option("--init-from", a.initFrom,
                    "start from the weights of a state-dict file (a run's model.pt or a `bigbatch "
-                   "export`; names and shapes must match); default: initialise from run.seed")
+                   "export`) or of a TorchScript module file (torch.jit.script(model).save(FILE)); "
+                   "names and shapes must match; default: initialise from run.seed")
       ->check(CLI::ExistingFile);
   train->add_option("--resume", a.resume,
                     "continue from a checkpoint: auto (this run's newest: in --run-dir/run.dir, "
@@ -170,7 +171,7 @@ int superviseTraining(const bigbatch::Config& config, const bigbatch::TrainOptio
 
 int runTrain(const TrainArgs& a, int argc, char** argv) {
   bigbatch::Config config = bigbatch::defaultTrainingConfig();
-  config.mergeFile(a.configPath);
+  bigbatch::mergeRecipeFile(config, a.configPath);  // model.path, data.path: from its folder
   for (const auto& s : a.sets) config.set(s);
   // Bad input fails here, once, before any rank starts.
   bigbatch::validateTrainingConfig(config);

@@ -545,7 +545,8 @@ void announce(const TuneOptions& options, const TuneSettings& s, const fs::path&
 // Settings, search space and recipe checked before anything is created;
 // then the tune directory, the trial runner and the search.
 int runTune(const TuneArgs& a) {
-  const std::string recipeText = readText(a.config);
+  // model.path and data.path made absolute: the trials run the copy in --dir.
+  const std::string recipeText = resolvedRecipeText(a.config);
   TuneSettings s = resolveSettings(a, recipeText);
   std::vector<SearchParameter> params;
   for (const auto& p : s.params) params.push_back(parseSearchParameter(p));

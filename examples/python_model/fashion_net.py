@@ -8,7 +8,7 @@ before the classifier. Nothing in it knows about bigbatch: bigbatch trains
 whatever `torch.jit.script` can compile whose forward(images) returns
 logits [N, classes].
 
-    /usr/bin/python3 examples/python_model/fashion_net.py fashion_net.jit.pt [WIDTH]
+    /usr/bin/python3 examples/python_model/fashion_net.py examples/python_model/fashion_net.jit.pt [WIDTH]
 
 scripts the model (WIDTH channels in the first stage, default 32) and saves
 it; `bigbatch train` then loads that file on

@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -13,13 +14,14 @@
 namespace bigbatch {
 namespace fs = std::filesystem;
 
-void writeFileAtomically(const std::string& path, const char* data, size_t size) {
+void writeFileAtomically(const std::string& path, const char* data, size_t size,
+                         const WriteProgress& progress) {
   const std::string tmp = path + ".tmp";
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   BIGBATCH_REQUIRE(fd >= 0, IoError, "cannot write '{}': {}", tmp, std::strerror(errno));
   size_t done = 0;
   while (done < size) {
-    const ssize_t n = ::write(fd, data + done, size - done);
+    const ssize_t n = ::write(fd, data + done, std::min(size - done, kWriteChunkBytes));
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
       const int err = errno;
@@ -27,6 +29,7 @@ void writeFileAtomically(const std::string& path, const char* data, size_t size)
       BIGBATCH_THROW(IoError, "writing '{}' failed: {} (disk full?)", tmp, std::strerror(err));
     }
     done += static_cast<size_t>(n);
+    if (progress) progress(done);
   }
   const bool synced = ::fsync(fd) == 0;
   ::close(fd);

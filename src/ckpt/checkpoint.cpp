@@ -245,9 +245,9 @@ Checkpoint parseCheckpoint(const std::vector<char>& bytes, const std::string& or
   return c;
 }
 
-void writeCheckpoint(const Checkpoint& c, const std::string& path) {
+void writeCheckpoint(const Checkpoint& c, const std::string& path, const WriteProgress& progress) {
   const std::vector<char> bytes = serializeCheckpoint(c);
-  writeFileAtomically(path, bytes.data(), bytes.size());
+  writeFileAtomically(path, bytes.data(), bytes.size(), progress);
 }
 
 Checkpoint readCheckpoint(const std::string& path) { return parseCheckpoint(readFile(path), path); }
@@ -273,18 +273,34 @@ std::vector<std::pair<int64_t, std::string>> listCheckpoints(const std::string& 
 }
 }  // namespace
 
-std::string CheckpointDir::save(const Checkpoint& c) {
+std::string CheckpointDir::save(const Checkpoint& c, const WriteProgress& progress) {
   std::error_code ec;
   fs::create_directories(dir_, ec);
   BIGBATCH_REQUIRE(!ec, IoError, "cannot create checkpoint directory '{}': {}", dir_, ec.message());
   const std::string name = fmt::format("ckpt-{:09d}.pt", c.globalStep);
   const std::string path = (fs::path(dir_) / name).string();
-  writeCheckpoint(c, path);
+  writeCheckpoint(c, path, progress);
   const std::string latest = name + "\n";
   writeFileAtomically((fs::path(dir_) / "latest").string(), latest.data(), latest.size());
+  // Only this step and earlier ones compete for the `keep` places.
   auto all = listCheckpoints(dir_);
+  all.erase(std::remove_if(all.begin(), all.end(),
+                           [&](const auto& k) { return k.first > c.globalStep; }),
+            all.end());
   for (size_t i = 0; i + keep_ < all.size(); ++i) fs::remove(all[i].second, ec);
   return path;
+}
+
+int CheckpointDir::removeAll() {
+  int removed = 0;
+  std::error_code ec;
+  for (const auto& [step, path] : listCheckpoints(dir_)) removed += fs::remove(path, ec) ? 1 : 0;
+  fs::remove(fs::path(dir_) / "latest", ec);
+  for (const auto& e : fs::directory_iterator(dir_, ec)) {
+    const std::string name = e.path().filename().string();
+    if (name.rfind("ckpt-", 0) == 0 && e.path().extension() == ".tmp") fs::remove(e.path(), ec);
+  }
+  return removed;
 }
 
 std::optional<std::string> CheckpointDir::latest() const {

@@ -1,5 +1,7 @@
 #include "device_powersgd_codec.h"
 
+#include <c10/core/impl/VirtualGuardImpl.h>
+
 #include <limits>
 
 #include "bigbatch/common/error.h"
@@ -99,6 +101,18 @@ void DevicePowerSgdCodec::unitColumns(size_t param) {
   m.q.div_(m.q.norm(2, {0}, /*keepdim=*/true));
 }
 
+void DevicePowerSgdCodec::adoptStateOnCurrentStream() {
+  adopted_ = true;
+  if (!device_.is_cuda()) return;
+  const c10::impl::VirtualGuardImpl impl(device_.type());
+  const c10::Stream current = impl.getStream(device_);
+  for (Matrix& m : matrices_) {
+    for (torch::Tensor* t : {&m.q, &m.first, &m.error}) {
+      if (t->defined()) t->record_stream(current);
+    }
+  }
+}
+
 void DevicePowerSgdCodec::sumUncompressed(const Bucket& bucket, const torch::Tensor& values,
                                           DeviceWireSum& wire) {
   std::vector<torch::Tensor> parts;
@@ -122,6 +136,7 @@ void DevicePowerSgdCodec::sumUncompressed(const Bucket& bucket, const torch::Ten
 void DevicePowerSgdCodec::exchange(size_t index, const Bucket& bucket,
                                    const torch::Tensor& values, DeviceWireSum& wire) {
   torch::NoGradGuard noGrad;
+  if (!adopted_) adoptStateOnCurrentStream();
   if (index == 0) ++steps_;  // buckets go in order: bucket 0 opens a step
   if (steps_ <= options_.startStep) {
     sumAsWireType(values, wireType_, worldSize_, scratch_, wire);
@@ -232,6 +247,7 @@ void DevicePowerSgdCodec::loadState(const NamedState& state) {
     Matrix& m = matrices_[slot.param];
     (slot.isQ ? m.q : m.error) = value.to(device_, torch::kFloat).contiguous().clone();
   }
+  adopted_ = false;  // new tensors, on the caller's stream
 }
 
 }  // namespace bigbatch::ddp_detail

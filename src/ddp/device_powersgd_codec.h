@@ -71,6 +71,14 @@ class DevicePowerSgdCodec : public DeviceCodec {
   void sumUncompressed(const Bucket& bucket, const torch::Tensor& values, DeviceWireSum& wire);
   // Q's columns at unit length, from its first draw where one collapsed.
   void unitColumns(size_t param);
+  // The state's tensors, allocated on the stream that was current at
+  // construction or loadState (the compute stream), marked used on the
+  // exchange's stream: a block freed when exchange() replaces one (Q
+  // every step) then waits for the exchange stream's queued kernels that
+  // still read it, instead of going at once to the compute stream's next
+  // allocation (the caching allocator's rule; device_feed.h has the same).
+  // Once after each of those; the tensors exchange() makes are its own.
+  void adoptStateOnCurrentStream();
 
   PowerSgdOptions options_;
   DataType wireType_;
@@ -80,6 +88,7 @@ class DevicePowerSgdCodec : public DeviceCodec {
   std::vector<LowRankShape> plan_;  // per parameter, registration order
   std::vector<Matrix> matrices_;    // the same
   int64_t steps_ = 0;               // synced steps exchanged so far
+  bool adopted_ = false;            // adoptStateOnCurrentStream done since the last load
   torch::Tensor p_, qSum_;          // the bucket's factors, packed (fp32)
   torch::Tensor scratch_;           // the 16-bit wire
 };

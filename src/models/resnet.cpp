@@ -1,6 +1,7 @@
 #include "bigbatch/models/resnet.h"
 
 #include "bigbatch/common/error.h"
+#include "bigbatch/models/average_pool.h"
 #include "bigbatch/models/layer_tap.h"
 
 namespace bigbatch {
@@ -114,7 +115,7 @@ torch::Tensor ResNetImpl::forward(torch::Tensor x) {
   x = torch::relu(bn1_(tappedConv(*conv1_, x)));
   if (imagenetStem_) x = torch::max_pool2d(x, 3, 2, 1);
   for (auto& stage : layers_) x = stage->forward(x);
-  x = torch::adaptive_avg_pool2d(x, {1, 1}).flatten(1);
+  x = adaptiveAvgPool2d(x, 1, 1).flatten(1);
   return tappedLinear(*fc_, x);
 }
 

@@ -1,6 +1,7 @@
 #include "bigbatch/models/small_cnn.h"
 
 #include "bigbatch/common/error.h"
+#include "bigbatch/models/average_pool.h"
 #include "bigbatch/models/layer_tap.h"
 
 namespace bigbatch {
@@ -46,7 +47,7 @@ torch::Tensor SmallCnnImpl::forward(torch::Tensor x) {
     x = torch::relu(layer.bn(tappedConv(*layer.conv, x)));
     if (layer.poolAfter) x = torch::max_pool2d(x, 2);
   }
-  x = torch::adaptive_avg_pool2d(x, {headPool_, headPool_}).flatten(1);
+  x = adaptiveAvgPool2d(x, headPool_, headPool_).flatten(1);
   if (hidden_) x = torch::relu(tappedLinear(*hidden_, x));
   return tappedLinear(*fc_, x);
 }

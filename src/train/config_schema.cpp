@@ -2,6 +2,13 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <toml++/toml.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "bigbatch/amp/loss_scaler.h"
 #include "bigbatch/amp/precision.h"
@@ -175,6 +182,47 @@ void checkExchange(const Config& c) {
 
 // The rules between keys, before any worker starts; each throws
 // InvalidArgument naming the keys and the fix.
+const std::vector<std::string>& recipeRelativeKeys() {
+  static const std::vector<std::string> keys = {"model.path", "data.path"};
+  return keys;
+}
+
+std::string resolvedRecipeText(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) {
+    BIGBATCH_THROW(IoError, "cannot open config file '{}': {}; pass an existing TOML file "
+                   "(recipes live in configs/)", path, std::strerror(errno));
+  }
+  std::stringstream text;
+  text << in.rdbuf();
+  toml::table table;
+  try {
+    table = toml::parse(text.str(), path);
+  } catch (const toml::parse_error&) {
+    return text.str();  // mergeToml names the error, with its line
+  }
+  const std::filesystem::path folder = std::filesystem::absolute(path).parent_path();
+  bool changed = false;
+  for (const std::string& key : recipeRelativeKeys()) {
+    const size_t dot = key.find('.');
+    auto* section = table[key.substr(0, dot)].as_table();
+    auto* value = section ? (*section)[key.substr(dot + 1)].as_string() : nullptr;
+    if (value == nullptr || value->get().empty()) continue;
+    const std::filesystem::path given(value->get());
+    if (given.is_absolute()) continue;
+    *value = (folder / given).lexically_normal().string();
+    changed = true;
+  }
+  if (!changed) return text.str();
+  std::ostringstream out;
+  out << table;
+  return out.str();
+}
+
+void mergeRecipeFile(Config& config, const std::string& path) {
+  config.mergeToml(resolvedRecipeText(path), path);
+}
+
 void validateTrainingConfig(const Config& c) {
   checkModelKeys(c);
   checkCompression(c);

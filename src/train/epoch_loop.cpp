@@ -13,7 +13,7 @@
 #include "bigbatch/data/sampler.h"
 #include "bigbatch/models/scripted_model.h"
 #include "bigbatch/schedule/piecewise_linear.h"
-#include "bigbatch/train/supervision_env.h"
+#include "bigbatch/common/supervision_env.h"
 #include "evaluation.h"
 #include "model_state.h"
 #include "run_checkpointer.h"

@@ -95,9 +95,9 @@ std::vector<RecipeKey> runKeys() {
       {F("run.deterministic", T::kBool, false,
         "run.device = cuda: the same run twice gives the same weights - cuDNN's deterministic "
         "algorithms, no per-shape benchmarking, cuBLAS with a fixed workspace "
-        "(CUBLAS_WORKSPACE_CONFIG=:4096:8 unless set) and ATen's deterministic kernels (one "
-        "without them warns, naming itself); slower. The CPU is deterministic at a fixed "
-        "run.threads already"),
+        "(CUBLAS_WORKSPACE_CONFIG=:4096:8 unless set) and ATen's deterministic kernels (an op "
+        "without one is an error naming it: a TorchScript model's, say); slower. The CPU is "
+        "deterministic at a fixed run.threads already"),
        readWhereUsed("run_start.cpp: set with the device")},
       {F("run.workers", T::kInt, int64_t{1},
         "ranks to start on this machine (bigbatch runs mpirun itself); ignored under mpirun, "
@@ -107,8 +107,8 @@ std::vector<RecipeKey> runKeys() {
       {F("run.max_restarts", T::kInt, int64_t{0},
         "restarts after a failure: the launcher stays as a supervisor, ends every process of "
         "the failed attempt and resumes the job from its newest checkpoint in the same run "
-        "directory (bit-exact on the same world size); 0: a failure ends the job; "
-        "--max-restarts overrides it (README, \"Checkpoints and failures\")",
+        "directory (bit-exact on the CPU on the same world size); 0: a failure ends the job; "
+        "--max-restarts overrides it (docs/RELIABILITY.md, \"Restarts\")",
         0.0, 1000.0),
        readWhereUsed("the launcher (apps/), before any rank")},
       {F("run.min_workers", T::kInt, int64_t{0},
@@ -133,7 +133,7 @@ std::vector<RecipeKey> dataKeys() {
       {F("data.path", T::kString, std::string(""),
         "fashion-mnist: the IDX directory (empty: /usr/share/datasets/fashion-mnist); cifar10: "
         "the folder of data_batch_1..5.bin and test_batch.bin; folder: a root with train/ and "
-        "val/"),
+        "val/; relative in a recipe: from the recipe's folder"),
        to(&RunRecipe::data, &DataOptions::path)},
       {F("data.train_dir", T::kString, std::string(""),
         "folder: the training split, one sub-folder of JPEGs per class (empty: data.path/train)"),
@@ -213,7 +213,8 @@ std::vector<RecipeKey> modelKeys() {
       {F("model.path", T::kString, std::string(""),
         "torchscript: the module file, torch.jit.script(model).save(FILE) — its forward(images) "
         "returns logits [N, classes]; every rank loads it (the same weights, no broadcast); the "
-        "other model.* architecture keys do not apply (docs/TORCHSCRIPT.md)"),
+        "other model.* architecture keys do not apply; relative in a recipe: from the recipe's "
+        "folder (docs/TORCHSCRIPT.md)"),
        to(&RunRecipe::model, &ModelOptions::path)},
       {F("model.widths", T::kIntList, L{16, 32, 64}, "channels of each stage", 1.0, 4096.0),
        to(&RunRecipe::model, &ModelOptions::widths)},
@@ -334,11 +335,23 @@ std::vector<RecipeKey> faultKeys() {
   return {
       {F("fault.kind", T::kString, std::string("none"),
         "fault injection for tests: at optimizer step fault.step, rank fault.rank throws, "
-        "aborts, SIGKILLs itself, hangs, gets a NaN loss (nan) or a NaN batch (nan_input)",
-        {}, {}, {"none", "throw", "abort", "sigkill", "hang", "nan", "nan_input"}),
+        "aborts, SIGKILLs itself, hangs, gets a NaN loss (nan) or a NaN batch (nan_input), or "
+        "pauses until its marker in fault.pause_dir is removed (pause)",
+        {}, {}, {"none", "throw", "abort", "sigkill", "hang", "nan", "nan_input", "pause"}),
        to(&RunRecipe::fault, &FaultPlan::kind)},
-      {F("fault.rank", T::kInt, int64_t{0}, "rank that injects the fault", 0.0, 1e6),
+      {F("fault.rank", T::kInt, int64_t{0},
+        "rank that injects the fault, -1: every rank (unless fault.host or fault.slot is set)",
+        -1.0, 1e6),
        to(&RunRecipe::fault, &FaultPlan::rank)},
+      {F("fault.host", T::kString, std::string(""),
+        "inject on every rank of the host of this name (a lost host, whichever ranks it gets); "
+        "\"\": any host"),
+       to(&RunRecipe::fault, &FaultPlan::host)},
+      {F("fault.slot", T::kInt, int64_t{-1},
+        "inject on the rank in this slot of its host (a bad GPU: device = slot mod GPUs), "
+        "whichever rank it is; -1: any slot",
+        -1.0, 1e6),
+       to(&RunRecipe::fault, &FaultPlan::slot)},
       {F("fault.step", T::kInt, int64_t{1}, "1-based optimizer step at which the fault fires", 1.0,
         1e12),
        to(&RunRecipe::fault, &FaultPlan::step)},
@@ -353,6 +366,10 @@ std::vector<RecipeKey> faultKeys() {
         "recovers from); 0: every attempt",
         0.0, 1000.0),
        to(&RunRecipe::fault, &FaultPlan::attempts)},
+      {F("fault.pause_dir", T::kString, std::string(""),
+        "fault.kind = pause: the directory where a paused rank writes paused-rank-<rank> and "
+        "waits until the file is removed (a state a test acts on)"),
+       to(&RunRecipe::fault, &FaultPlan::pauseDir)},
   };
 }
 

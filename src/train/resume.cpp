@@ -15,11 +15,6 @@ std::optional<std::string> latestIn(const std::string& dir) {
   return CheckpointDir(dir, 1).latest();
 }
 
-std::string checkpointDirOf(const Config& c, const std::string& runDir) {
-  if (!c.getString("ckpt.dir").empty()) return c.getString("ckpt.dir");
-  return (fs::path(runDir) / "checkpoints").string();
-}
-
 // The run directory a checkpoint file belongs to: <run>/checkpoints/ckpt-N.pt.
 std::string runDirOf(const std::string& checkpoint) {
   const fs::path dir = fs::path(checkpoint).parent_path();
@@ -30,6 +25,11 @@ std::string runDirOf(const std::string& checkpoint) {
 }
 
 }  // namespace
+
+std::string checkpointDirOf(const Config& c, const std::string& runDir) {
+  if (!c.getString("ckpt.dir").empty()) return c.getString("ckpt.dir");
+  return (fs::path(runDir) / "checkpoints").string();
+}
 
 std::optional<ResumePoint> findResumePoint(const Config& c, const std::string& resume,
                                            const std::string& runDirOption,
@@ -112,7 +112,8 @@ int64_t checkResumeCompatible(const Config& current, const Checkpoint& ckpt, int
       // Keys that do not touch the trajectory.
       static const std::vector<std::string> neutral = {
           "train.accumulation_steps", "run.workers", "run.dir", "run.name", "run.out_dir",
-          "comm.timeout_s", "train.stop_at_target", "train.target_accuracy"};
+          "comm.timeout_s", "train.stop_at_target", "train.target_accuracy",
+          "train.stop_after_epoch"};
       if (std::find(neutral.begin(), neutral.end(), f.key) != neutral.end() ||
           f.key.rfind("fault.", 0) == 0 || f.key.rfind("ckpt.", 0) == 0 ||
           f.key.rfind("mlperf.", 0) == 0) {

@@ -39,6 +39,11 @@ RunCheckpointer::RunCheckpointer(torch::nn::Module& model, DistributedDataParall
 void RunCheckpointer::save(const RunState& state) {
   const auto t0 = std::chrono::steady_clock::now();
   ++saves_;
+  // fault.during = checkpoint on the writing rank fires with the write
+  // truly in flight: after its first chunk is in the temporary file (a
+  // crash then leaves a torn file, and the previous checkpoint the newest).
+  const bool faultDue = fault_.due("checkpoint", state.globalStep);
+  const bool holdWrite = faultDue && writer_ && background_;
   ddp_.waitWeights();  // partitioned: the last step's all-gather
   const auto parts = job_.gatherToRoot(packRankState(model_, ddp_.codecState()));
   const auto sums = job_.allreduceSum(
@@ -62,13 +67,23 @@ void RunCheckpointer::save(const RunState& state) {
     for (const auto& [name, value] : ddp_.allreduceTuning()) k.counters[name] = value;
     // In the background, the next step changes the weights and the
     // optimizer state in place: the writer gets copies of its own.
-    writer_->submit(background_ ? snapshotCheckpoint(k) : std::move(k));
-    if (!background_) writer_->wait();
+    if (holdWrite) writer_->holdMidWrite();
+    if (background_) {
+      writer_->submit(snapshotCheckpoint(k));
+    } else {
+      writer_->submit(std::move(k));
+      writer_->wait();
+    }
     log().debug("checkpoint of step {}: training waited {:.4f} s for it{}", state.globalStep,
                 secondsSince(t0), background_ ? " (writing it in the background)" : "");
   }
   waitS_ += secondsSince(t0);
-  fault_.injectIfDue("checkpoint", state.globalStep);  // rank 0's write in flight
+  if (faultDue) {
+    if (holdWrite && !writer_->waitHeldMidWrite()) {
+      log().warn("fault.during = checkpoint: the write ended before its first chunk was held");
+    }
+    fault_.inject("checkpoint", state.globalStep);
+  }
 }
 
 void RunCheckpointer::flush() {

@@ -39,7 +39,7 @@ void checkCudaAvailable() {
                    torch::cuda::device_count());
 }
 
-RunDevice resolveRunDevice(const std::string& name, int localRank, int localSize,
+RunDevice resolveRunDevice(const std::string& name, int slot, int localSize,
                            DeviceChoices choices) {
   RunDevice d;
   d.choices = choices;
@@ -52,7 +52,7 @@ RunDevice resolveRunDevice(const std::string& name, int localRank, int localSize
   checkCudaAvailable();
 #ifdef BIGBATCH_WITH_CUDA
   d.gpusOnHost = static_cast<int>(torch::cuda::device_count());
-  const int index = localRank % d.gpusOnHost;
+  const int index = slot % d.gpusOnHost;
   d.device = torch::Device(torch::kCUDA, static_cast<c10::DeviceIndex>(index));
   d.ranksPerGpu = (localSize + d.gpusOnHost - 1) / d.gpusOnHost;
   cudaDeviceProp prop{};
@@ -80,7 +80,11 @@ void makeCurrent(const RunDevice& d) {
     std::call_once(workspace, [] { setenv("CUBLAS_WORKSPACE_CONFIG", ":4096:8", /*overwrite=*/0); });
     context.setBenchmarkCuDNN(false);
     context.setDeterministicCuDNN(true);
-    context.setDeterministicAlgorithms(true, /*warn_only=*/true);
+    // As errors: an op without a deterministic kernel raises, naming itself,
+    // instead of quietly breaking the promise of the same weights. The
+    // models' pooling and the loss take deterministic forms in this mode
+    // (models/average_pool.h, classification_loss.h).
+    context.setDeterministicAlgorithms(true, /*warn_only=*/false);
   } else {  // the process's settings are global: an earlier run's are undone
     context.setBenchmarkCuDNN(true);
     context.setDeterministicCuDNN(false);

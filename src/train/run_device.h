@@ -39,9 +39,11 @@ bool builtWithCuda();
 void checkCudaBuilt();
 void checkCudaAvailable();
 
-// Throws InvalidArgument naming the fix: "cuda" on a CPU build, or on a
-// machine where no GPU is visible; any other name.
-RunDevice resolveRunDevice(const std::string& name, int localRank, int localSize,
+// The device of the rank in `slot` of its host (common/launch_slot.h):
+// GPU slot mod the host's GPUs. Throws InvalidArgument naming the fix:
+// "cuda" on a CPU build, or on a machine where no GPU is visible; any
+// other name.
+RunDevice resolveRunDevice(const std::string& name, int slot, int localSize,
                            DeviceChoices choices);
 
 // Makes `d` the calling thread's current device (CUDA; a no-op on CPU), so

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include <unistd.h>
+
 #include "bigbatch/amp/precision.h"
 #include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/collectives/collectives.h"
@@ -21,6 +23,13 @@ RunComponents::RunComponents(const Config& c) : config(c) {}
 RunComponents::~RunComponents() = default;
 
 namespace {
+
+// This machine's name, as fault.host names a host.
+std::string hostName() {
+  char name[256] = {};
+  if (gethostname(name, sizeof name - 1) != 0) return "";
+  return name;
+}
 
 // Which ranks train, each on its device; the run directory and MLPerf
 // log on rank 0; the checkpoint a resume continues from (collective: the
@@ -347,7 +356,8 @@ std::unique_ptr<RunComponents> setUpRun(const Config& config, const TrainOptions
   run.optimization =
       prepareOptimization(*run.model, *run.exchange.ddp, run.recipe, run.start, run.state);
   run.input = prepareInput(run.recipe, run.data, run.start.device);
-  run.fault = std::make_unique<FaultInjector>(run.recipe.fault, run.start.rank);
+  run.fault = std::make_unique<FaultInjector>(
+      run.recipe.fault, FaultInjector::Placement{run.start.rank, run.start.slot, hostName()});
   run.checkpointer = makeCheckpointer(run);
   run.step = makeStep(run);
 

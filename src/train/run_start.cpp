@@ -14,6 +14,7 @@
 #include "bigbatch/comm/mpi_communicator.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/hash.h"
+#include "bigbatch/common/launch_slot.h"
 #include "bigbatch/common/logging.h"
 #include "bigbatch/models/scripted_model.h"
 #include "bigbatch/train/config_schema.h"
@@ -51,6 +52,33 @@ int64_t configHash(const Config& c) {
   return static_cast<int64_t>(fnv1a64(text.data(), text.size()) >> 1);
 }
 
+// `--resume auto` continues this run and nothing else: the supervisor and
+// the Slurm example pass it on every start, so a checkpoint of another
+// configuration found there (an earlier run in the same directory) must
+// not silently become this run. An explicit --resume PATH may change
+// keys (they are reported).
+void refuseAutoResumeOfAnotherRun(const std::string& resume, const ResumePoint& point,
+                                  const std::vector<std::string>& changed) {
+  BIGBATCH_REQUIRE(resume != "auto" || changed.empty(), InvalidArgument,
+                   "--resume auto found '{}', which another configuration wrote ({}); auto only "
+                   "continues the same run. Continue it with these changes by giving the file: "
+                   "--resume {}; or start a new run with --overwrite (its checkpoints are "
+                   "removed) or another --run-dir",
+                   point.path, fmt::join(changed, ", "), point.path);
+}
+
+// --overwrite: the new run's checkpoints are its own. The earlier run's
+// would otherwise stay beside them — pruned against, and taken by a
+// later --resume auto.
+void removeEarlierCheckpoints(const Config& c, const std::string& runDir) {
+  const std::string dir = checkpointDirOf(c, runDir);
+  if (!std::filesystem::is_directory(dir)) return;
+  const int removed = CheckpointDir(dir, 1).removeAll();
+  if (removed > 0) {
+    fmt::print("--overwrite: removed the earlier run's {} checkpoint(s) from {}\n", removed, dir);
+  }
+}
+
 }  // namespace
 
 RunStart startRun(Config& c, const TrainOptions& o, MlperfLogger& ml) {
@@ -70,19 +98,26 @@ RunStart startRun(Config& c, const TrainOptions& o, MlperfLogger& ml) {
   s.rank = comm.rank();
   s.worldSize = comm.size();
   const int rank = s.rank;
-  if (!o.comm) setErrorRank(rank);
+  if (!o.comm) {
+    setErrorRank(rank);
+    s.supervisorWatch = SupervisorWatch::fromEnvironment();
+  }
   initLogging(rank, o.verbosity);
 
   std::exception_ptr setupError;
   // The device first (a refusal must not leave a run directory behind);
   // then the resume: every rank finds and reads the same checkpoint itself.
   try {
-    s.device = resolveRunDevice(c.getString("run.device"), comm.localRank(), comm.localSize(),
+    // The slot, not the local rank: a slot the supervisor dropped (a lost
+    // GPU) is not used again (common/launch_slot.h).
+    s.slot = launchSlot(rank, comm.localRank());
+    s.device = resolveRunDevice(c.getString("run.device"), s.slot, comm.localSize(),
                                 {c.getBool("amp.tf32"), c.getBool("run.deterministic")});
     s.resume = findResumePoint(c, o.resume, o.runDir, runName(c, o));
     if (s.resume) {
       const int64_t accumulation = checkResumeCompatible(c, s.resume->checkpoint, s.worldSize,
                                                          s.resume->path, &s.changedKeys);
+      refuseAutoResumeOfAnotherRun(o.resume, *s.resume, s.changedKeys);
       c.setValue("train.accumulation_steps", accumulation, "--resume");
     }
   } catch (const std::exception&) {
@@ -94,6 +129,7 @@ RunStart startRun(Config& c, const TrainOptions& o, MlperfLogger& ml) {
       if (s.resume && !s.resume->runDir.empty()) dirOptions.runDir = s.resume->runDir;
       s.runDir = std::make_unique<RunDir>(resolveRunDir(c, dirOptions), o.overwrite,
                                           s.resume ? s.resume->checkpoint.epoch : 0);
+      if (!s.resume && o.overwrite) removeEarlierCheckpoints(c, s.runDir->path());
       s.runDir->writeText("config.toml", c.toToml());
       ml.open(s.runDir->file("mlperf.log"), /*echo=*/false);
     } catch (const std::exception&) {
@@ -153,7 +189,9 @@ void checkRunCanStart(const Config& config, const TrainOptions& o, int worldSize
   const std::optional<ResumePoint> resume =
       findResumePoint(config, o.resume, o.runDir, runName(config, o));
   if (resume) {
-    checkResumeCompatible(config, resume->checkpoint, worldSize, resume->path, nullptr);
+    std::vector<std::string> changed;
+    checkResumeCompatible(config, resume->checkpoint, worldSize, resume->path, &changed);
+    refuseAutoResumeOfAnotherRun(o.resume, *resume, changed);
     return;  // the run directory continues, and the checkpoint holds the weights
   }
   if (!o.overwrite) {

@@ -22,6 +22,7 @@
 #include "bigbatch/train/run_dir.h"
 #include "bigbatch/train/trainer.h"
 #include "run_device.h"
+#include "supervisor_watch.h"
 
 namespace bigbatch::train_detail {
 
@@ -30,10 +31,12 @@ struct RunStart {
   Communicator* comm = nullptr;
   int rank = 0;
   int worldSize = 1;
+  int slot = 0;  // this rank's slot on its host (common/launch_slot.h)
   std::unique_ptr<RunDir> runDir;  // rank 0 only
   std::optional<ResumePoint> resume;
   std::vector<std::string> changedKeys;  // keys that differ from the checkpoint's config
   RunDevice device;                      // run.device, this rank's GPU
+  std::unique_ptr<SupervisorWatch> supervisorWatch;  // under --max-restarts, on its host
 };
 
 // Sets the communicator's timeout (comm.timeout_s), the error rank and the

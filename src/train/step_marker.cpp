@@ -6,7 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-#include "bigbatch/train/supervision_env.h"
+#include "bigbatch/common/supervision_env.h"
 
 namespace bigbatch::train_detail {
 

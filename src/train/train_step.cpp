@@ -7,6 +7,7 @@
 
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/logging.h"
+#include "classification_loss.h"
 #include "fault_injection.h"
 #include "model_state.h"
 
@@ -92,9 +93,6 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
   if (faultNow) fault_.inject("step", at.globalStep);
   if (timeline_) timeline_->setStep(at.globalStep);
   const bool tracing = timeline_ && timeline_->active();
-  const auto lossOptions = torch::nn::functional::CrossEntropyFuncOptions()
-                               .label_smoothing(settings_.labelSmoothing)
-                               .reduction(torch::kSum);
   const double lossFactor = (scaler_ ? scaler_->scale() : 1.0) / static_cast<double>(at.samples);
 
   StepOutcome out;
@@ -143,7 +141,7 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
     feed.prefetch();
     const auto tPrefetched = Clock::now();
     logits = logits.to(torch::kFloat);  // the loss in fp32 whatever the compute type
-    const torch::Tensor lossSum = torch::nn::functional::cross_entropy(logits, labels, lossOptions);
+    const torch::Tensor lossSum = crossEntropySum(logits, labels, settings_.labelSmoothing);
     // A non-finite loss poisons this rank's gradients (times NaN, decided on
     // the device), and the exchange carries the NaN to every rank: all ranks
     // then see a non-finite gradient in the optimizer's norm pass and skip

@@ -29,6 +29,13 @@
 #                byte-identical to an uninterrupted 2-host run's (itself
 #                started through BIGBATCH_MPIRUN by `--workers 2`);
 #                restarts.json names rank 1
+#   lost_host    `--max-restarts 3 --min-workers 2` on 3 hosts x 1 rank
+#                (--launcher): host 0 is lost for good (fault.host: its
+#                rank throws at step 3, in every attempt, whatever rank it
+#                is); after its second failure the supervisor leaves host 0
+#                out — the relaunch goes to hosts 1 and 2 only (mpirun's
+#                --host from the cluster's hostfile) — and the job finishes
+#                there on 2 workers, global batch kept
 #   multihost_test.sh BIGBATCH_BINARY CONFIG MODE [LIMIT]
 set -u
 bin=$(realpath "$1"); config=$(realpath "$2"); mode=$3; limit=${4:-60}
@@ -141,6 +148,35 @@ kill|stall)
       { echo "FAIL: the stopped rank on the other host is not named"; exit 1; }
   fi
   ip netns list | grep -q "^$ns" && { echo "FAIL: namespace $ns left behind"; exit 1; }
+  echo "multihost_test: ok $mode"
+  ;;
+lost_host)
+  # 1920 images, 192 a step (3 x 32 x 2, or 2 x 32 x 3): 10 steps.
+  common=(--set data.train_samples=1920 --set data.eval_samples=500 --set train.epochs=1
+          --set train.batch_size=32 --set train.accumulation_steps=2 --set ckpt.every_steps=2
+          --set run.threads=1 --set comm.timeout_s=10 --set train.stop_at_target=false
+          --set fault.kind=throw --set fault.step=3 --workers 3 --max-restarts 3 --min-workers 2 -q)
+  # The fault's host is the first of the cluster's (its hostname), known
+  # once the cluster is up.
+  "$cluster" --hosts 3 --rate "$rate" --launcher -- /bin/sh -c \
+    'exec "$0" "$@" --set fault.host=${EMULATED_CLUSTER_HOSTS%% *}' \
+    "$bin" train "$config" "${common[@]}" --run-dir "$dir/shrunk" >"$dir/log" 2>&1 ||
+    { echo "FAIL: the job that lost a host exited non-zero"; cat "$dir/log"; exit 1; }
+  first=$(sed -n 's/^  host 0: namespace [^,]*, \([0-9.]*\),.*/\1/p' "$dir/log")
+  rest=$(sed -n 's/^  host [12]: namespace [^,]*, \([0-9.]*\),.*/\1:1/p' "$dir/log" | paste -sd,)
+  grep -q "^bigbatch: left out: slot 0 of host $first, its last: the host; the next attempts run on $rest\$" "$dir/log" ||
+    { echo "FAIL: host 0 ($first) is not left out for $rest"; cat "$dir/log"; exit 1; }
+  /usr/bin/python3 - "$dir/shrunk" <<'PY' || { cat "$dir/log"; exit 1; }
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+r = json.load(open(sys.argv[1] + "/restarts.json"))
+got = [(f["attempt"], f["workers"], f["rank"]) for f in r]
+print("world", s["world_size"], "global batch", s["global_batch_size"], "restarts", got)
+assert s["world_size"] == 2 and s["global_batch_size"] == 192, f"FAIL: {s}"
+assert got == [(1, 3, 0), (2, 3, 0)], f"FAIL: restarts {got}"
+PY
+  [ "$(grep -c "injecting fault 'throw'" "$dir/log")" -eq 2 ] ||
+    { echo "FAIL: the fault fired other than twice: the lost host was used again"; cat "$dir/log"; exit 1; }
   echo "multihost_test: ok $mode"
   ;;
 restart)

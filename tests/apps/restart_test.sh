@@ -101,7 +101,7 @@ assert abs(reported - wall) < 0.5, (reported, wall)
 PY
 nothing_left "$dir/restarted"
 
-# One MLPerf log for the job (apps/job_mlperf_log.h): the first attempt's
+# One MLPerf log for the job (include/bigbatch/launch/job_mlperf_log.h): the first attempt's
 # run_start, the last one's run_stop, a bigbatch_restart line between, and
 # the time between them is train_time_s; the attempts' own logs are kept.
 # Then the time from the failed attempt's end to the next one's run_start.

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "bigbatch/ckpt/atomic_file.h"
 #include "bigbatch/common/error.h"
 
 namespace bigbatch {
@@ -38,7 +39,7 @@ struct TempDir {
 
 TEST(SnapshotCheckpoint, SharesNoStorageWithTheLiveState) {
   Checkpoint live = sample(5, 1.0f);
-  const Checkpoint snap = snapshotCheckpoint(live);
+  const Checkpoint snap = snapshotCheckpoint(live).checkpoint;
   live.parameters[0].second.add_(10.0f);  // what the next optimizer step does
   live.optimizer[0].second.add_(10.0f);
   live.rankBuffers[0][0].second.add_(10.0f);
@@ -107,6 +108,69 @@ TEST(BackgroundCheckpointWriter, AnInterruptedWriteLeavesThePreviousCheckpointNe
   const auto newest = CheckpointDir(dir.path.string(), 2).latest();
   ASSERT_TRUE(newest.has_value());
   EXPECT_EQ(fs::path(*newest).filename(), "ckpt-000000004.pt");
+}
+
+// A checkpoint of several write chunks (atomic_file.h: 64 KiB), so a write
+// can be seen — and held — in the middle.
+Checkpoint large(int64_t step, float value) {
+  Checkpoint c = sample(step, value);
+  c.parameters.emplace_back("big", torch::full({100000}, value));  // 400 kB
+  return c;
+}
+
+// submit() hands the write over and returns: with the writer held after
+// its first chunk, submit has returned while the temporary file is still
+// partial; and during that time the previous checkpoint is the newest
+// that loads — what a crash there (the process killed mid-write) leaves.
+TEST(BackgroundCheckpointWriter, SubmitReturnsMidWriteAndATornWriteLeavesThePreviousLoadable) {
+  TempDir dir;
+  BackgroundCheckpointWriter writer(std::make_unique<CheckpointDir>(dir.path.string(), 2));
+  writer.submit(snapshotCheckpoint(large(4, 4.0f)));
+  writer.wait();
+  EXPECT_EQ(writer.stage(), BackgroundCheckpointWriter::Stage::kDone);
+  writer.holdMidWrite();
+  writer.submit(snapshotCheckpoint(large(8, 8.0f)));
+  ASSERT_TRUE(writer.waitHeldMidWrite());
+  EXPECT_EQ(writer.stage(), BackgroundCheckpointWriter::Stage::kWriting);
+  const fs::path tmp = dir.path / "ckpt-000000008.pt.tmp";
+  ASSERT_TRUE(fs::exists(tmp));
+  EXPECT_EQ(fs::file_size(tmp), kWriteChunkBytes);  // torn: one chunk of ~400 kB
+  EXPECT_FALSE(fs::exists(dir.path / "ckpt-000000008.pt"));
+  const auto newest = CheckpointDir(dir.path.string(), 2).latest();
+  ASSERT_TRUE(newest.has_value());
+  EXPECT_EQ(fs::path(*newest).filename(), "ckpt-000000004.pt");
+  EXPECT_TRUE(torch::equal(readCheckpoint(*newest).parameters[0].second, torch::full({4, 3}, 4.0f)));
+  EXPECT_THROW(readCheckpoint(tmp.string()), InvalidArgument);  // the torn file is refused
+  writer.release();
+  writer.wait();
+  EXPECT_EQ(fs::path(writer.lastPath()).filename(), "ckpt-000000008.pt");
+  EXPECT_FALSE(fs::exists(tmp));
+}
+
+// A hold that is never released does not hang the trainer's exit.
+TEST(BackgroundCheckpointWriter, ADestroyedWriterReleasesItsHold) {
+  TempDir dir;
+  {
+    BackgroundCheckpointWriter writer(std::make_unique<CheckpointDir>(dir.path.string(), 2));
+    writer.holdMidWrite();
+    writer.submit(snapshotCheckpoint(large(3, 3.0f)));
+    ASSERT_TRUE(writer.waitHeldMidWrite());
+  }
+  EXPECT_TRUE(fs::exists(dir.path / "ckpt-000000003.pt"));
+}
+
+// A write that fails before its first chunk is never held: the wait says
+// so instead of blocking, and the error comes back.
+TEST(BackgroundCheckpointWriter, AWriteThatFailsFirstIsNotWaitedForForever) {
+  TempDir dir;
+  fs::create_directories(dir.path.parent_path());
+  { std::ofstream(dir.path) << "a file where the directory should be"; }
+  BackgroundCheckpointWriter writer(std::make_unique<CheckpointDir>(dir.path.string(), 2));
+  writer.holdMidWrite();
+  writer.submit(snapshotCheckpoint(large(2, 2.0f)));
+  EXPECT_FALSE(writer.waitHeldMidWrite());
+  EXPECT_THROW(writer.wait(), Error);
+  fs::remove(dir.path);
 }
 
 }  // namespace

@@ -13,7 +13,10 @@
 #include <fstream>
 
 #include "bigbatch/ckpt/state_dict.h"
+#include "bigbatch/models/average_pool.h"
 #include "bigbatch/train/config_schema.h"
+#include "classification_loss.h"
+#include "run_device.h"
 #include "run_helpers.h"
 
 namespace bigbatch {
@@ -131,6 +134,29 @@ TEST(CudaRun, DeterministicRunsEndWithTheSameWeights) {
   for (size_t i = 0; i < weights[0].size(); ++i) {
     EXPECT_TRUE(torch::equal(weights[0][i], weights[1][i])) << "parameter " << i;
   }
+}
+
+// run.deterministic makes ATen's nondeterministic kernels errors that name
+// themselves (not warnings: the promise is the same weights), and the
+// models' pooling and the loss take their deterministic forms there: the
+// run above trains, while ATen's own adaptive pooling backward raises.
+TEST(CudaRun, DeterministicModeRaisesOnANondeterministicOpNamingIt) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  train_detail::RunDevice d = train_detail::resolveRunDevice("cuda", 0, 1, {true, true});
+  train_detail::makeCurrent(d);
+  const auto x = torch::randn({2, 4, 7, 7}, torch::kCUDA).requires_grad_(true);
+  try {
+    torch::adaptive_avg_pool2d(x, {3, 3}).sum().backward();
+    ADD_FAILURE() << "adaptive_avg_pool2d's backward ran under deterministic algorithms";
+  } catch (const c10::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("adaptive_avg_pool2d_backward"), std::string::npos)
+        << e.what();
+  }
+  adaptiveAvgPool2d(x, 3, 3).sum().backward();  // the models' form: no error
+  const auto logits = torch::randn({8, 10}, torch::kCUDA).requires_grad_(true);
+  const auto labels = torch::randint(0, 10, {8}, torch::dtype(torch::kLong).device(torch::kCUDA));
+  train_detail::crossEntropySum(logits, labels, 0.1).backward();
+  train_detail::makeCurrent(train_detail::resolveRunDevice("cuda", 0, 1, {true, false}));
 }
 
 // ddp.partition = optimizer with the model on the GPU: the gradients are

@@ -20,6 +20,8 @@
 // Thread-compatible; the trainer's thread on rank 0 writes, every rank reads.
 #pragma once
 
+#include "bigbatch/ckpt/atomic_file.h"
+
 #include <torch/torch.h>
 
 #include <map>
@@ -60,7 +62,8 @@ NamedTensors evaluationBuffers(const Checkpoint& c, bool average);
 std::vector<char> serializeCheckpoint(const Checkpoint& c);
 Checkpoint parseCheckpoint(const std::vector<char>& bytes, const std::string& origin);
 
-void writeCheckpoint(const Checkpoint& c, const std::string& path);  // atomic
+void writeCheckpoint(const Checkpoint& c, const std::string& path,
+                     const WriteProgress& progress = {});  // atomic
 Checkpoint readCheckpoint(const std::string& path);
 
 // A directory of ckpt-<global step>.pt files, a `latest` file naming the
@@ -68,9 +71,16 @@ Checkpoint readCheckpoint(const std::string& path);
 class CheckpointDir {
  public:
   CheckpointDir(std::string dir, int keep);
-  // Writes the checkpoint, then `latest`, then removes all but the newest
-  // `keep`. Returns the file written.
-  std::string save(const Checkpoint& c);
+  // Writes the checkpoint, then `latest`, then removes the older ones
+  // beyond the newest `keep` — older meaning an earlier step than this
+  // one's: a checkpoint of a later step is not this run's trajectory (a
+  // resume from an earlier checkpoint left it), and is never removed in
+  // favour of this one's. Returns the file written.
+  std::string save(const Checkpoint& c, const WriteProgress& progress = {});
+  // Removes every ckpt-*.pt (and `latest`, and a write's leftover .tmp)
+  // here: a new run in the directory of an earlier one (--overwrite).
+  // Returns how many checkpoints it removed.
+  int removeAll();
   // The newest loadable checkpoint: the one `latest` names if it reads,
   // else the newest ckpt-*.pt that does (a crash mid-write leaves only a
   // .tmp file, which is ignored). nullopt when there is none.

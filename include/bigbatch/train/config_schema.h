@@ -13,6 +13,21 @@ std::vector<ConfigField> trainingConfigSchema();
 // `[tune]` table (its search space, `bigbatch tune`) is skipped.
 Config defaultTrainingConfig();
 
+// The keys that name an input file or folder (model.path, data.path): a
+// relative value written in a recipe file is read from that file's folder,
+// so a recipe and its module travel together and run from any directory.
+// A value given with --set stays relative to the current directory, as a
+// path typed in a shell is.
+const std::vector<std::string>& recipeRelativeKeys();
+
+// The recipe file `path`'s TOML, with relative values of
+// recipeRelativeKeys() made absolute against its folder (comments and
+// formatting are not kept). Throws what Config::mergeFile throws.
+std::string resolvedRecipeText(const std::string& path);
+
+// Config::mergeFile of resolvedRecipeText(path).
+void mergeRecipeFile(Config& config, const std::string& path);
+
 // Cross-key checks that a single field's range cannot express.
 void validateTrainingConfig(const Config& config);
 

@@ -5,6 +5,9 @@
 //         <run dir>/checkpoints when the run directory is given (--run-dir or
 //         run.dir), else in the newest <run.out_dir>/<run name>-* directory
 //         that has one; none anywhere: a fresh start (said in the log).
+//         auto continues only the same run: a checkpoint whose config
+//         differs in a key that shapes the run (checkResumeCompatible's
+//         `changed`) is refused, naming the keys (startRun).
 //   PATH  a checkpoint file, or a directory holding checkpoints (or a run
 //         directory with a checkpoints/ folder); none there is an error.
 //
@@ -26,6 +29,10 @@ struct ResumePoint {
   std::string runDir;  // the run directory that continues ("" : a new one)
   Checkpoint checkpoint;
 };
+
+// Where a run in `runDir` keeps its checkpoints: ckpt.dir, else
+// <runDir>/checkpoints.
+std::string checkpointDirOf(const Config& c, const std::string& runDir);
 
 std::optional<ResumePoint> findResumePoint(const Config& c, const std::string& resume,
                                            const std::string& runDirOption,

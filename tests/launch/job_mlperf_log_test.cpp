@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "bigbatch/common/mlperf_logger.h"
-#include "job_mlperf_log.h"
+#include "bigbatch/launch/job_mlperf_log.h"
 
 namespace bigbatch {
 namespace {

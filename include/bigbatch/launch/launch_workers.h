@@ -44,8 +44,11 @@ std::vector<std::string> mpirunArguments(int workers, int threadsPerRank, int cp
 // `workers` ranks running this binary with `trainArgs` (argv without the
 // program), and the environment the ranks need (their CPU share, whether
 // stdout is a terminal) set in this process for them to inherit.
+// `hostArguments` (WorkerPlacement::hostArguments: where the ranks go)
+// replace any host list of the launcher's.
 std::vector<std::string> workerLaunch(int workers, int threadsPerRank,
-                                      const std::vector<std::string>& trainArgs);
+                                      const std::vector<std::string>& trainArgs,
+                                      const std::vector<std::string>& hostArguments = {});
 
 // argv[1..] without the options in `withValue` (and their values, as
 // `--opt V` or `--opt=V`) and without the bare `flags`.

@@ -3,7 +3,7 @@
 // reaches mpirun's stderr first must still name the rank that failed.
 #include <gtest/gtest.h>
 
-#include "supervise_workers.h"
+#include "bigbatch/launch/supervise_workers.h"
 
 namespace bigbatch {
 namespace {

@@ -10,7 +10,7 @@
 
 #include "bigbatch/common/cpu_affinity.h"
 #include "bigbatch/common/error.h"
-#include "launch_workers.h"
+#include "bigbatch/launch/launch_workers.h"
 
 namespace bigbatch {
 namespace {

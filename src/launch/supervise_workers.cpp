@@ -1,4 +1,4 @@
-#include "supervise_workers.h"
+#include "bigbatch/launch/supervise_workers.h"
 
 #include <signal.h>
 #include <sys/prctl.h>
@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <thread>
@@ -21,9 +22,11 @@
 
 #include "bigbatch/ckpt/atomic_file.h"
 #include "bigbatch/common/error.h"
-#include "bigbatch/train/supervision_env.h"
-#include "job_mlperf_log.h"
-#include "launch_workers.h"
+#include "bigbatch/common/process_start.h"
+#include "bigbatch/common/supervision_env.h"
+#include "bigbatch/launch/job_mlperf_log.h"
+#include "bigbatch/launch/launch_workers.h"
+#include "bigbatch/launch/worker_placement.h"
 
 namespace bigbatch {
 namespace {
@@ -35,9 +38,39 @@ using Clock = std::chrono::steady_clock;
 std::atomic<pid_t> runningGroup{0};
 std::atomic<int> interruptedBy{0};
 
+// SIGINT, SIGTERM and SIGHUP (the terminal gone) end the job without a
+// restart. The job gets SIGTERM for a SIGHUP: its processes are in a
+// process group of their own, which the terminal's hang-up does not reach.
 void forwardToJob(int signal) {
   interruptedBy = signal;
-  if (const pid_t group = runningGroup.load(); group > 0) kill(-group, signal);
+  if (const pid_t group = runningGroup.load(); group > 0) {
+    kill(-group, signal == SIGHUP ? SIGTERM : signal);
+  }
+}
+
+// The signals forwardToJob handles, blocked while an attempt is being
+// started: one that arrives then is delivered once the attempt's group is
+// known (and forwarded to it), or, before the fork, stops the start.
+class TerminationSignalsBlocked {
+ public:
+  TerminationSignalsBlocked() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+    sigprocmask(SIG_BLOCK, &set, &old_);
+  }
+  ~TerminationSignalsBlocked() { sigprocmask(SIG_SETMASK, &old_, nullptr); }
+  const sigset_t& previous() const { return old_; }
+
+ private:
+  sigset_t old_;
+};
+
+// "HOST:PID:START" of this process (supervision_env.h, kSupervisorEnv).
+std::string supervisorIdentity() {
+  char host[256] = {};
+  gethostname(host, sizeof host - 1);
+  return fmt::format("{}:{}:{}", host, getpid(), processStartTime(getpid()));
 }
 
 struct Failure {
@@ -194,15 +227,27 @@ void endAttempt(pid_t group) {
 }
 
 // Starts mpirun for one attempt in a new process group and waits for it;
-// what its messages say about a failure goes into `f`.
-int runAttempt(const std::vector<std::string>& command, int workers, Failure& f) {
+// what its messages say about a failure goes into `f`. nullopt, starting
+// nothing, when a termination signal has come (interruptedBy).
+std::optional<int> runAttempt(const std::vector<std::string>& command, int workers, Failure& f) {
   std::fflush(stdout);
   std::fflush(stderr);
+  std::optional<TerminationSignalsBlocked> blocked;
+  blocked.emplace();
+  if (interruptedBy != 0) return std::nullopt;
   int errPipe[2];
   BIGBATCH_REQUIRE(pipe(errPipe) == 0, IoError, "cannot make a pipe: {}", std::strerror(errno));
+  const pid_t parent = getpid();
   const pid_t child = fork();
   BIGBATCH_REQUIRE(child >= 0, IoError, "cannot fork the job's launcher: {}", std::strerror(errno));
   if (child == 0) {
+    // The job does not outlive its supervisor (a SIGKILL, the OOM killer):
+    // mpirun gets SIGTERM when this thread's process is gone, and ends the
+    // ranks it started (the ranks also watch the supervisor themselves:
+    // src/train/supervisor_watch.h).
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(128 + SIGTERM);  // gone before prctl took hold
+    sigprocmask(SIG_SETMASK, &blocked->previous(), nullptr);
     setpgid(0, 0);
     dup2(errPipe[1], STDERR_FILENO);
     ::close(errPipe[0]);
@@ -219,6 +264,7 @@ int runAttempt(const std::vector<std::string>& command, int workers, Failure& f)
   ::close(errPipe[1]);
   FailureReader reader(errPipe[0]);
   runningGroup = child;
+  blocked.reset();  // a signal that came meanwhile is delivered now, and forwarded
   int wstatus = 0;
   while (waitpid(child, &wstatus, 0) < 0 && errno == EINTR) {
   }
@@ -400,8 +446,13 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
   struct sigaction forward {};
   forward.sa_handler = forwardToJob;
   sigemptyset(&forward.sa_mask);
-  sigaction(SIGINT, &forward, nullptr);
-  sigaction(SIGTERM, &forward, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &forward, nullptr);
+  setenv(kSupervisorEnv, supervisorIdentity().c_str(), 1);
+  // Where the workers run, to leave a lost one's slot out (worker_placement.h).
+  std::string unplaced;
+  std::optional<WorkerPlacement> placement =
+      WorkerPlacement::forLauncher(mpirunLauncher(), s.workers, &unplaced);
+  unsetenv(kSlotsEnv);
 
   std::vector<Failure> failures;
   std::vector<AttemptLog> attemptLogs;  // once an attempt has failed
@@ -417,10 +468,21 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
     setenv(kRestartCountEnv, std::to_string(attempt - 1).c_str(), 1);
     fs::remove(stepFile, ignored);
     const auto command = workerLaunch(
-        world, s.threadsPerRank, attemptArguments(argc, argv, s, attempt, fromCheckpoint, world));
+        world, s.threadsPerRank, attemptArguments(argc, argv, s, attempt, fromCheckpoint, world),
+        placement && placement->dropped() ? placement->hostArguments()
+                                          : std::vector<std::string>());
+    if (attempt > 1 && s.betweenAttempts) s.betweenAttempts(attempt);
     const auto start = Clock::now();
     Failure f;
-    const int wstatus = runAttempt(command, world, f);
+    const std::optional<int> started = runAttempt(command, world, f);
+    if (!started) {
+      std::fprintf(stderr, "bigbatch: interrupted (signal %d) before attempt %d; not restarting\n",
+                   interruptedBy.load(), attempt);
+      fs::remove(stepFile, ignored);
+      writeJobLog(s.runDir, attemptLogs);
+      return 128 + interruptedBy.load();
+    }
+    const int wstatus = *started;
     f.attempt = attempt;
     f.workers = world;
     f.cause = describeStatus(wstatus, f.status);
@@ -463,6 +525,13 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
     fs::create_directories(s.runDir);
     writeJsonFile(fs::path(s.runDir) / "restarts.json", failuresJson(failures));
     if (attempt > s.maxRestarts) break;
+    if (interruptedBy != 0) {  // between the attempt's end and here
+      std::fprintf(stderr, "bigbatch: interrupted (signal %d); not restarting\n",
+                   interruptedBy.load());
+      fs::remove(stepFile, ignored);
+      writeJobLog(s.runDir, attemptLogs);
+      return 128 + interruptedBy.load();
+    }
     if (workerIsLost(failures) && world > minWorkers) {
       --world;
       std::fprintf(stderr,
@@ -472,6 +541,21 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
                    f.rank, world, s.workers, minWorkers, static_cast<long long>(s.globalBatch),
                    static_cast<long long>(accumulationFor(s, world)),
                    static_cast<long long>(s.batchPerRank));
+      // Not the highest rank: the lost one's own place (its GPU, its host).
+      if (placement) {
+        const std::string where = placement->drop(f.rank);
+        setenv(kSlotsEnv, placement->slotPlan().c_str(), 1);
+        const auto hosts = placement->hostArguments();
+        std::fprintf(stderr, "bigbatch: left out: %s%s%s\n", where.c_str(),
+                     hosts.empty() ? "" : "; the next attempts run on ",
+                     hosts.empty() ? "" : hosts[1].c_str());
+      } else {
+        std::fprintf(stderr,
+                     "bigbatch: warning: rank %d's place cannot be left out (%s): the next "
+                     "attempt takes the first %d slots, which may include it; give the launcher "
+                     "a hostfile with slots=N (BIGBATCH_MPIRUN)\n",
+                     f.rank, unplaced.c_str(), world);
+      }
     }
     const std::string from = fromCheckpoint
                                  ? fmt::format("the checkpoint of step {}", f.resumeStep)

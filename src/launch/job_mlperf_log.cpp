@@ -1,4 +1,4 @@
-#include "job_mlperf_log.h"
+#include "bigbatch/launch/job_mlperf_log.h"
 
 #include <algorithm>
 

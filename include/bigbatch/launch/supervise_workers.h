@@ -18,13 +18,22 @@
 // next attempt resumes from); a run that finishes has the same list as
 // `restarts` in summary.json. After N restarts the supervisor gives up,
 // exits 1 and prints every failure. SIGINT/SIGTERM to the supervisor go to
-// the job and end it without a restart.
+// the job and end it without a restart, and SIGHUP (its terminal gone) ends
+// the job with SIGTERM; one that arrives between two attempts stops the
+// next from starting. The job does not outlive the supervisor: mpirun gets
+// SIGTERM when the supervisor dies (PR_SET_PDEATHSIG, e.g. after a
+// SIGKILL), and the ranks on its host end themselves when it is gone
+// (BIGBATCH_SUPERVISOR, src/train/supervisor_watch.h).
 //
 // Fewer workers (--min-workers M, Horovod elastic's --min-np): a worker
 // that fails again in the attempt right after its restart — the same rank
 // named twice in a row, so a restart on the same world did not bring it
 // back (a lost device, a host gone) — is dropped, and the job goes on with
-// one worker fewer, down to M, from the newest checkpoint. The global batch
+// one worker fewer, down to M, from the newest checkpoint, without the lost
+// worker's place: its slot on its host, so its GPU, and a host whose every
+// slot is gone, are not used again (worker_placement.h; where the launcher
+// does not say the hosts — a Slurm allocation without a hostfile — the
+// next attempt takes the first slots, said in a warning). The global batch
 // stays: train.batch_size is kept and the accumulation steps absorb the
 // smaller world (resume on another world size, docs/RELIABILITY.md); the
 // launcher checks before anything starts that every world from M to N
@@ -35,6 +44,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace bigbatch {
@@ -48,6 +58,9 @@ struct SupervisorSettings {
   int64_t globalBatch = 0;    // kept when the world shrinks
   std::string runDir;         // every attempt's --run-dir
   std::string checkpointDir;  // where `latest` appears (ckpt.dir, else RUN_DIR/checkpoints)
+  // Tests only: called after a failed attempt is handled, before the next
+  // one (its number) starts — where a signal must still stop the job.
+  std::function<void(int attempt)> betweenAttempts;
 };
 
 // Runs the job (argv: `bigbatch train ...` as the user typed it) until it

@@ -1,4 +1,4 @@
-#include "launch_workers.h"
+#include "bigbatch/launch/launch_workers.h"
 
 #include <unistd.h>
 
@@ -63,17 +63,32 @@ std::string thisBinary() {
 }
 
 std::vector<std::string> workerLaunch(int workers, int threadsPerRank,
-                                      const std::vector<std::string>& trainArgs) {
+                                      const std::vector<std::string>& trainArgs,
+                                      const std::vector<std::string>& hostArguments) {
   const int cpus = std::max<int>(1, static_cast<int>(allowedCpus().size()));
   int pin = 0;
   std::vector<std::string> args =
       mpirunArguments(workers, threadsPerRank, cpus, geteuid() == 0, &pin);
   const bool usersLauncher = std::getenv(kMpirunEnv) != nullptr;
-  if (usersLauncher) {
-    const std::vector<std::string> launcher = mpirunLauncher();
-    args.erase(args.begin());
-    args.insert(args.begin(), launcher.begin(), launcher.end());
+  std::vector<std::string> launcher = mpirunLauncher();
+  if (!hostArguments.empty()) {
+    // Ours replace the launcher's host list (a hostfile stays: --host then
+    // picks among its hosts).
+    std::vector<std::string> kept;
+    for (size_t i = 0; i < launcher.size(); ++i) {
+      const std::string& w = launcher[i];
+      if (w == "--host" || w == "-host" || w == "-H") {
+        ++i;
+      } else if (w.rfind("--host=", 0) != 0 && w.rfind("-host=", 0) != 0) {
+        kept.push_back(w);
+      }
+    }
+    launcher = std::move(kept);
   }
+  args.erase(args.begin());
+  args.insert(args.begin(), launcher.begin(), launcher.end());
+  args.insert(args.begin() + static_cast<std::ptrdiff_t>(launcher.size()), hostArguments.begin(),
+              hostArguments.end());
   // Ranks that may be on other hosts — a launcher of the user's, or mpirun
   // inside a Slurm allocation of several nodes, which places them there —
   // run on CPUs this machine's count says nothing about: no pinning.
