@@ -2,19 +2,21 @@
 """The trained module back in Python: load a run's model.jit.pt and evaluate
 it on the 10,000 Fashion-MNIST test images.
 
-    /usr/bin/python3 examples/python_model/evaluate.py RUN_DIR
+    /usr/bin/python3 examples/python_model/evaluate.py RUN_DIR [--data IDX_DIR]
 
-prints Python's accuracy beside the run's own (summary.json's
+(--data: the Fashion-MNIST IDX directory, t10k-images-idx3-ubyte.gz and
+t10k-labels-idx1-ubyte.gz; default Debian's /usr/share/datasets/fashion-mnist,
+the data.path of the run) prints Python's accuracy beside the run's own (summary.json's
 final_accuracy); they are equal. The module was saved in evaluation mode
 (BatchNorm on the running statistics the run's final evaluation used,
 dropout off), so torch.jit.load gives a module ready to predict. Inputs are
 normalised as bigbatch's data pipeline does (data/batch.cpp): pixel / 255,
 minus the training set's mean, divided by its standard deviation.
 """
+import argparse
 import gzip
 import json
 import os
-import sys
 
 import numpy as np
 import torch
@@ -44,10 +46,17 @@ def accuracy(module, images, labels, batch=1000):
 
 
 def main():
-    run_dir = sys.argv[1]
+    parser = argparse.ArgumentParser(
+        description="Evaluate a bigbatch run's model.jit.pt on the Fashion-MNIST test set "
+                    "and compare with the run's final_accuracy.")
+    parser.add_argument("run_dir", help="the run directory (holds model.jit.pt and summary.json)")
+    parser.add_argument("--data", default=FASHION_MNIST,
+                        help="the Fashion-MNIST IDX directory (default: %(default)s)")
+    args = parser.parse_args()
+    run_dir = args.run_dir
     module = torch.jit.load(os.path.join(run_dir, "model.jit.pt"))
     torch.set_num_threads(1)  # as each bigbatch worker evaluated: the same kernels' rounding
-    images, labels = test_set()
+    images, labels = test_set(args.data)
     ours = accuracy(module, images, labels)
     with open(os.path.join(run_dir, "summary.json")) as f:
         theirs = json.load(f)["final_accuracy"]
