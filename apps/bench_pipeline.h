@@ -4,7 +4,10 @@
 // worker = images / CPU seconds. bench/pipeline_bench.sh runs it beside
 // torchvision's ImageFolder + DataLoader on the same files. --in-memory
 // times the path in-memory data (synthetic, Fashion-MNIST) takes instead:
-// no decode, no crop — planes to pixels, flip, normalise, batch.
+// no decode, no crop — planes to pixels, flip, normalise, batch. --decode gpu
+// times the GPU decode path instead (data/gpu_jpeg_pipeline.h: nvJPEG, the
+// crop, flip and normalisation on the GPU, bfloat16 channels-last batches in
+// device memory, as a bf16 run's input), the host CPU time beside it.
 #pragma once
 
 #include <string>
@@ -20,6 +23,7 @@ struct BenchPipelineOptions {
   int epochs = 1;
   int prefetch = 4;         // batches in flight
   long long cacheMb = 0;    // decoded-image cache budget (MiB); 0: none
+  std::string decode = "cpu";  // "gpu": the GPU decode path (--dir only; --workers readers)
   bool json = false;
 };
 

@@ -18,8 +18,8 @@
 //   bigbatch bench optim [--models LIST] [--optimizers LIST] [--iterations N] [--device cpu|cuda]
 //   [--json]
 //                        [--partitioned]   (under mpirun)
-//   bigbatch bench pipeline [--dir ROOT | --in-memory] [--workers N] [--size S] [--batch B]
-//   [--epochs E] [--json]
+//   bigbatch bench pipeline [--dir ROOT | --in-memory] [--decode cpu|gpu] [--workers N]
+//   [--size S] [--batch B] [--epochs E] [--json]
 //
 // Every error a user can cause ends with a one-line message naming the problem
 // and the fix, and exit status 1 (2 for a malformed command line).
@@ -473,6 +473,13 @@ void addBenchPipeline(CLI::App& bench, BenchArgs& b) {
       ->capture_default_str();
   b.pipeline->add_option("--cache-mb", b.bp.cacheMb, "decoded-image cache budget in MiB (0: none)")
       ->check(atLeast(0))
+      ->capture_default_str();
+  b.pipeline->add_option("--decode", b.bp.decode,
+                         "where the JPEGs of --dir are decoded: cpu (libjpeg-turbo on --workers "
+                         "threads) or gpu (nvJPEG on cuda:0, crop, flip and normalisation on the "
+                         "GPU into bfloat16 channels-last batches, --workers host reader "
+                         "threads; the CUDA build with nvJPEG)")
+      ->check(CLI::IsMember({"cpu", "gpu"}))
       ->capture_default_str();
   b.pipeline->add_flag("--json", b.bp.json,
                        "one JSON object per epoch instead of the table (default: off)");

@@ -107,6 +107,33 @@ if(BIGBATCH_HAVE_NVCC)
   endif()
 endif()
 
+# nvJPEG (the GPU decode path, data.decode = "gpu": src/data/cuda): the
+# toolkit's copy, NVJPEG_ROOT (an unpacked nvidia-nvjpeg wheel's nvidia/cu13
+# folder — scripts/fetch-gpu-deps fetches the wheel, scripts/check-cuda-variant
+# and scripts/device-check unpack it and set NVJPEG_ROOT), or the wheel
+# installed beside PyTorch (site-packages/nvidia/cu13). The wheel ships only
+# libnvjpeg.so.13 (no libnvjpeg.so link). Compiled wherever nvcc is; linked
+# into the CUDA variant; without it data.decode = "gpu" is refused, naming
+# the fix.
+set(BIGBATCH_HAVE_NVJPEG OFF)
+if(BIGBATCH_HAVE_NVCC)
+  set(_nvjpeg_hints $ENV{NVJPEG_ROOT} ${NVJPEG_ROOT} ${CUDAToolkit_LIBRARY_ROOT}
+      ${CUDAToolkit_TARGET_DIR})
+  if(Torch_DIR)
+    list(APPEND _nvjpeg_hints "${Torch_DIR}/../../../../nvidia/cu13")
+  endif()
+  find_path(NVJPEG_INCLUDE_DIR nvjpeg.h HINTS ${_nvjpeg_hints} ${CUDAToolkit_INCLUDE_DIRS}
+            PATH_SUFFIXES include)
+  find_library(NVJPEG_LIBRARY NAMES nvjpeg libnvjpeg.so.13 HINTS ${_nvjpeg_hints}
+               ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+  if(NVJPEG_INCLUDE_DIR AND NVJPEG_LIBRARY)
+    set(BIGBATCH_HAVE_NVJPEG ON)
+    message(STATUS "bigbatch: nvJPEG ${NVJPEG_LIBRARY} (${NVJPEG_INCLUDE_DIR}/nvjpeg.h)")
+  else()
+    message(STATUS "bigbatch: no nvJPEG found (set NVJPEG_ROOT); data.decode = \"gpu\" is refused")
+  endif()
+endif()
+
 # bigbatch_cuda_library(NAME SOURCES...): CUDA kernels with a plain C++
 # interface (no torch header), compiled with the project's flags.
 function(bigbatch_cuda_library name)

@@ -238,26 +238,43 @@ void resizeNormalise(const uint8_t* img, int64_t W, int64_t C, int64_t top, int6
 
 }  // namespace
 
+Normalisation normalisationOf(const ImageAugment& a, int64_t channels) {
+  // (x / 255 - mean) / std = x * (1 / (255 std)) - mean / std, per channel.
+  Normalisation n;
+  n.scale.resize(static_cast<size_t>(channels));
+  n.shift.resize(static_cast<size_t>(channels));
+  for (int64_t c = 0; c < channels; ++c) {
+    const float m = a.mean.empty() ? 0.f : a.mean[a.mean.size() == 1 ? 0 : c];
+    const float s = a.std.empty() ? 1.f : a.std[a.std.size() == 1 ? 0 : c];
+    n.scale[c] = 1.f / (255.f * s);
+    n.shift[c] = -m / s;
+  }
+  return n;
+}
+
+CropRect cropRect(const ImageSize& decoded, const ImageSize& original, const CropPlan& plan) {
+  // The plan is in original pixels; the decode may have been DCT-scaled.
+  const int64_t H = decoded.height, W = decoded.width;
+  const double sy = static_cast<double>(H) / static_cast<double>(original.height);
+  const double sx = static_cast<double>(W) / static_cast<double>(original.width);
+  CropRect r;
+  r.top = std::clamp<int64_t>(std::llround(plan.top * sy), 0, H - 1);
+  r.left = std::clamp<int64_t>(std::llround(plan.left * sx), 0, W - 1);
+  r.height = std::clamp<int64_t>(std::llround(plan.height * sy), 1, H - r.top);
+  r.width = std::clamp<int64_t>(std::llround(plan.width * sx), 1, W - r.left);
+  return r;
+}
+
 void augmentInto(const Image& decoded, const ImageSize& original, const CropPlan& plan,
                  const ImageAugment& a, torch::Tensor out) {
   const int64_t C = decoded.channels, H = decoded.height, W = decoded.width;
   BIGBATCH_REQUIRE(out.dim() == 3 && out.size(0) == C, InvalidArgument,
                    "augment: output slot {} for a {}-channel image", c10::str(out.sizes()), C);
-  // The plan is in original pixels; the decode may have been DCT-scaled.
-  const double sy = static_cast<double>(H) / static_cast<double>(original.height);
-  const double sx = static_cast<double>(W) / static_cast<double>(original.width);
-  int64_t top = std::clamp<int64_t>(std::llround(plan.top * sy), 0, H - 1);
-  int64_t left = std::clamp<int64_t>(std::llround(plan.left * sx), 0, W - 1);
-  int64_t h = std::clamp<int64_t>(std::llround(plan.height * sy), 1, H - top);
-  int64_t w = std::clamp<int64_t>(std::llround(plan.width * sx), 1, W - left);
-  // (x / 255 - mean) / std = x * (1 / (255 std)) - mean / std, per channel.
-  std::vector<float> scale(C), shift(C);
-  for (int64_t c = 0; c < C; ++c) {
-    const float m = a.mean.empty() ? 0.f : a.mean[a.mean.size() == 1 ? 0 : c];
-    const float s = a.std.empty() ? 1.f : a.std[a.std.size() == 1 ? 0 : c];
-    scale[c] = 1.f / (255.f * s);
-    shift[c] = -m / s;
-  }
+  const CropRect r = cropRect({H, W}, original, plan);
+  const int64_t top = r.top, left = r.left, h = r.height, w = r.width;
+  Normalisation n = normalisationOf(a, C);
+  std::vector<float>& scale = n.scale;
+  std::vector<float>& shift = n.shift;
   if (a.padCrop == 0 && out.scalar_type() == torch::kFloat && h == H && w == W &&
       out.size(1) == H && out.size(2) == W) {
     // The whole image at its own size (Fashion-MNIST, synthetic data):

@@ -1,5 +1,6 @@
 #include "jpeg_codec.h"
 
+#include <fmt/format.h>
 #include <turbojpeg.h>
 
 #include <algorithm>
@@ -91,6 +92,43 @@ std::vector<uint8_t> encodeJpegImage(const Image& image, int quality) {
   std::vector<uint8_t> out(buf, buf + len);
   tjFree(buf);
   return out;
+}
+
+std::string jpegStreamProblem(const uint8_t* d, size_t n) {
+  if (n < 4 || d[0] != 0xFF || d[1] != 0xD8) {
+    return "no start-of-image marker (not a JPEG file)";
+  }
+  // The marker segments from SOI to the first start of scan (SOS).
+  size_t p = 2, scan = 0;
+  while (p + 4 <= n) {
+    if (d[p] != 0xFF) return fmt::format("no marker at byte {} of the header (corrupt JPEG)", p);
+    const uint8_t m = d[p + 1];
+    if (m == 0xFF) {  // a fill byte before a marker
+      ++p;
+      continue;
+    }
+    if (m == 0x01 || (m >= 0xD0 && m <= 0xD8)) {  // markers without a length
+      p += 2;
+      continue;
+    }
+    if (m == 0xD9) return "an end-of-image marker before any image data (corrupt JPEG)";
+    const size_t length = (static_cast<size_t>(d[p + 2]) << 8) | d[p + 3];
+    if (length < 2 || p + 2 + length > n) {
+      return fmt::format("header segment 0xFF{:02X} at byte {} runs past the end of the file "
+                         "(truncated JPEG)",
+                         m, p);
+    }
+    if (m == 0xDA) {
+      scan = p + 2 + length;
+      break;
+    }
+    p += 2 + length;
+  }
+  if (scan == 0) return "the file ends in its header, before any image data (truncated JPEG)";
+  for (size_t q = n - 1; q > scan; --q) {
+    if (d[q] == 0xD9 && d[q - 1] == 0xFF) return "";
+  }
+  return "no end-of-image marker after the image data (truncated JPEG)";
 }
 
 }  // namespace bigbatch::data_detail

@@ -229,6 +229,7 @@ void validateTrainingConfig(const Config& c) {
   checkBatchAndSchedules(c);
   checkPipelineThreads(c);
   checkDevice(c);
+  train_detail::checkDecodeChoice(train_detail::bindRecipeKeys(c).data, c.getString("run.device"));
   checkExchange(c);
   if (c.getString("amp.loss_scaling") != "off") {
     DynamicLossScaler check(train_detail::lossScalerOptions(c));  // throws naming the bad option

@@ -3,11 +3,22 @@
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
 
+#include "bigbatch/common/error.h"
+
 namespace bigbatch::train_detail {
 
 DeviceFeed::DeviceFeed(InputPipeline& pipeline, const torch::Device& device)
-    : pipeline_(pipeline), device_(device) {
+    : pipeline_(&pipeline), device_(device) {
   if (device_.is_cpu()) return;
+  const c10::impl::VirtualGuardImpl impl(device_.type());
+  copyStream_ = impl.getStreamFromGlobalPool(device_);
+  arrived_ = std::make_unique<c10::Event>(device_.type());
+}
+
+DeviceFeed::DeviceFeed(GpuJpegPipeline& pipeline, const torch::Device& device)
+    : gpu_(&pipeline), device_(device) {
+  BIGBATCH_REQUIRE(device_.is_cuda(), InvalidArgument,
+                   "the GPU decode path feeds a CUDA device, not {}", device_.str());
   const c10::impl::VirtualGuardImpl impl(device_.type());
   copyStream_ = impl.getStreamFromGlobalPool(device_);
   arrived_ = std::make_unique<c10::Event>(device_.type());
@@ -15,7 +26,17 @@ DeviceFeed::DeviceFeed(InputPipeline& pipeline, const torch::Device& device)
 
 bool DeviceFeed::fetch() {
   PipelineBatch b;
-  if (!pipeline_.next(b)) {
+  if (gpu_) {
+    // Decoded, cropped and normalised by work queued on the copy stream.
+    if (!gpu_->next(b, *copyStream_)) {
+      ended_ = true;
+      return false;
+    }
+    if (b.size() > 0) arrived_->record(*copyStream_);
+    ahead_ = std::move(b);
+    return true;
+  }
+  if (!pipeline_->next(b)) {
     ended_ = true;
     return false;
   }
@@ -46,7 +67,7 @@ void DeviceFeed::prefetch() {
 }
 
 bool DeviceFeed::next(PipelineBatch& batch) {
-  if (!copyStream_) return pipeline_.next(batch);
+  if (!copyStream_) return pipeline_->next(batch);
   if (!ahead_ && (ended_ || !fetch())) return false;
   batch = std::move(*ahead_);
   ahead_.reset();

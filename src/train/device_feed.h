@@ -21,6 +21,12 @@
 // written by the copy stream under that forward: silent wrong inputs. This
 // is how PyTorch's own prefetching loaders hand batches across streams.
 //
+// Under data.decode = "gpu" the micro-batches come from a GpuJpegPipeline
+// (data/gpu_jpeg_pipeline.h) instead: prefetch() queues the next one's JPEG
+// decode, crop, flip and normalisation on the copy stream, so the decode of
+// micro-batch k+1 runs while k computes, and next() hands it over the same
+// way (an event, record_stream).
+//
 // Internal to src/train. Threading: the compute thread only.
 #pragma once
 
@@ -31,6 +37,7 @@
 #include <memory>
 #include <optional>
 
+#include "bigbatch/data/gpu_jpeg_pipeline.h"
 #include "bigbatch/data/input_pipeline.h"
 
 namespace bigbatch::train_detail {
@@ -38,6 +45,8 @@ namespace bigbatch::train_detail {
 class DeviceFeed {
  public:
   DeviceFeed(InputPipeline& pipeline, const torch::Device& device);
+  // Batches decoded on `device` (a CUDA device) by the GPU decode path.
+  DeviceFeed(GpuJpegPipeline& pipeline, const torch::Device& device);
 
   // The next micro-batch, images and labels on the device (the one
   // prefetch() started, else fetched now); false when the pipeline is done.
@@ -48,7 +57,8 @@ class DeviceFeed {
  private:
   bool fetch();  // pipeline -> pinned -> device (async); false at the end
 
-  InputPipeline& pipeline_;
+  InputPipeline* pipeline_ = nullptr;  // one of the two
+  GpuJpegPipeline* gpu_ = nullptr;
   torch::Device device_;
   std::optional<PipelineBatch> ahead_;  // on its way to the device
   bool ended_ = false;

@@ -167,9 +167,20 @@ EpochSteps EpochLoop::trainEpoch() {
   const RunInput& in = run_.input;
   const ShardPlan plan =
       planEpoch(in.source->size(), e.globalBatch, rank_, worldSize_, recipe_.seed, epoch);
-  InputPipeline pipeline(in.source, in.augment, in.pipeline, recipe_.seed, epoch,
-                         microBatches(plan, state_.stepInEpoch, recipe_.accumulation), in.cache);
-  DeviceFeed feed(pipeline, run_.start.device.device);
+  // The CPU pipeline, or under data.decode = "gpu" the GPU decode path:
+  // the same micro-batches either way.
+  std::vector<std::vector<int64_t>> batches =
+      microBatches(plan, state_.stepInEpoch, recipe_.accumulation);
+  std::optional<InputPipeline> pipeline;
+  std::optional<GpuJpegPipeline> gpuPipeline;
+  if (in.gpu) {
+    gpuPipeline.emplace(*in.gpu, in.source, in.augment, recipe_.seed, epoch, std::move(batches));
+  } else {
+    pipeline.emplace(in.source, in.augment, in.pipeline, recipe_.seed, epoch, std::move(batches),
+                     in.cache);
+  }
+  DeviceFeed feed = gpuPipeline ? DeviceFeed(*gpuPipeline, run_.start.device.device)
+                                : DeviceFeed(*pipeline, run_.start.device.device);
   recorder_.epochStart(epoch, recipe_.epochs, plan.steps);
   const auto start = Clock::now();
   while (state_.stepInEpoch < plan.steps) {
@@ -244,6 +255,7 @@ std::optional<std::pair<double, double>> EpochLoop::evaluateIfDue(double& evalS)
   evalSettings.rank = rank_;
   evalSettings.worldSize = worldSize_;
   evalSettings.flip = recipe_.evalFlip;
+  evalSettings.gpuDecode = run_.input.gpu.get();
   const TrainingData& data = run_.data;
   const EvalCounts mine = data.inMemory()
                               ? evaluateShard(*run_.model, data.testSet, evalSettings)

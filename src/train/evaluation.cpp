@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bigbatch/data/batch.h"
+#include "device_feed.h"
 
 namespace bigbatch::train_detail {
 namespace {
@@ -97,13 +98,23 @@ EvalCounts evaluateSourceShard(ImageClassifierImpl& model,
   EvalCounts c;
   if (batches.empty()) return c;
   model.eval();
-  // The augmentation has no random choice; seed and epoch do not matter.
-  InputPipeline input(std::move(source), augment, pipeline, /*seed=*/0, /*epoch=*/0,
-                      std::move(batches));
   HitCounter hits(s.device);
   PipelineBatch b;
-  while (input.next(b)) {
-    if (b.size() > 0) evaluateBatch(model, b.images, b.labels, s, hits, c);
+  // The augmentation has no random choice; seed and epoch do not matter.
+  if (s.gpuDecode) {
+    GpuJpegPipeline input(*s.gpuDecode, std::move(source), augment, /*seed=*/0, /*epoch=*/0,
+                          std::move(batches));
+    DeviceFeed feed(input, s.device);
+    while (feed.next(b)) {
+      if (b.size() > 0) evaluateBatch(model, b.images, b.labels, s, hits, c);
+      feed.prefetch();  // the next batch decodes while this one's forward runs
+    }
+  } else {
+    InputPipeline input(std::move(source), augment, pipeline, /*seed=*/0, /*epoch=*/0,
+                        std::move(batches));
+    while (input.next(b)) {
+      if (b.size() > 0) evaluateBatch(model, b.images, b.labels, s, hits, c);
+    }
   }
   hits.readInto(c);
   model.train();

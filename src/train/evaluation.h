@@ -8,6 +8,7 @@
 
 #include "bigbatch/amp/precision.h"
 #include "bigbatch/data/dataset.h"
+#include "bigbatch/data/gpu_jpeg_pipeline.h"
 #include "bigbatch/data/input_pipeline.h"
 #include "bigbatch/models/model_options.h"
 
@@ -31,6 +32,9 @@ struct EvalSettings {
   // the mean of the softmax of it and of its mirror image — one more
   // forward pass per image.
   bool flip = false;
+  // data.decode = "gpu": folders' test images through the GPU decode path
+  // (the validation crop on the device); null: the input pipeline.
+  const GpuDecodeSettings* gpuDecode = nullptr;
 };
 
 // In memory (Fashion-MNIST, synthetic): the shard of `data` in chunks of
@@ -40,8 +44,10 @@ EvalCounts evaluateShard(ImageClassifierImpl& model, const Dataset& data, const 
 
 // Through the input pipeline (CIFAR-10, image folders): the shard of
 // `source` with the validation augmentation (resize and centre crop), in
-// batches of `batch`, on the pipeline's threads. A sample the pipeline skips
-// (data.bad_samples = "skip") is not counted in `samples`.
+// batches of `batch`, on the pipeline's threads (or with s.gpuDecode
+// decoded on the GPU, the next batch's decode queued while this one's
+// forward runs). A sample the pipeline skips (data.bad_samples = "skip") is
+// not counted in `samples`.
 EvalCounts evaluateSourceShard(ImageClassifierImpl& model,
                                std::shared_ptr<const ImageSource> source,
                                const ImageAugment& augment, const PipelineOptions& pipeline,

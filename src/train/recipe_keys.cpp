@@ -176,6 +176,15 @@ std::vector<RecipeKey> dataKeys() {
         "resized to model.image_size (0.875: resize 256, crop 224); 1: the whole image",
         0.01, 1.0),
        to(&RunRecipe::data, &DataOptions::evalCrop)},
+      {F("data.decode", T::kString, std::string("cpu"),
+        "folder: where the JPEGs are decoded — cpu (libjpeg-turbo on the pipeline's threads) or "
+        "gpu (nvJPEG on the training GPU, the GPU's JPEG engines where it has them; the crop, "
+        "flip and normalisation on the GPU too; the files read by data.read_threads host "
+        "threads, 2 when 0): the same samples, order, labels, crops and flips either way; gpu "
+        "needs the CUDA build with nvJPEG and run.device = cuda (docs/INPUT_PIPELINE.md, "
+        "\"Decoding on the GPU\")",
+        {}, {}, {"cpu", "gpu"}),
+       to(&RunRecipe::data, &DataOptions::decode)},
       {F("data.cache_mb", T::kInt, int64_t{0},
         "keep up to N MiB of decoded training images across epochs (later epochs skip reading "
         "and decoding them); 0: none",

@@ -16,6 +16,7 @@
 #include <optional>
 
 #include "bigbatch/common/config.h"
+#include "bigbatch/data/gpu_jpeg_pipeline.h"
 #include "fault_injection.h"
 #include "recipe.h"
 #include "run_start.h"
@@ -65,6 +66,9 @@ struct RunInput {
   ImageAugment augment;
   PipelineOptions pipeline;
   std::shared_ptr<DecodedCache> cache;  // data.cache_mb
+  // data.decode = "gpu": the nvJPEG decoder and its settings, which every
+  // epoch's GpuJpegPipeline and evaluation use instead of the pipeline.
+  std::shared_ptr<const GpuDecodeSettings> gpu;
 };
 
 struct RunComponents {

@@ -227,16 +227,43 @@ RunOptimization prepareOptimization(ImageClassifierImpl& model, DistributedDataP
   return o;
 }
 
+// data.decode = "gpu" (data/gpu_jpeg_pipeline.h): nvJPEG on this rank's GPU,
+// its backend chosen here (the banner prints it); the files read by
+// data.read_threads host threads (2 where the pipeline would run inline);
+// the images written in the compute dtype and the pipeline's layout.
+std::shared_ptr<const GpuDecodeSettings> prepareGpuDecode(const RunRecipe& recipe,
+                                                          const PipelineOptions& pipeline,
+                                                          const RunDevice& device) {
+  auto g = std::make_shared<GpuDecodeSettings>();
+  g->decoder = std::make_shared<GpuJpegDecoder>(device.device);
+  g->reader.readThreads = pipeline.readThreads > 0 ? pipeline.readThreads : 2;
+  g->reader.prefetchBatches = pipeline.prefetchBatches;
+  g->reader.skipBadSamples = pipeline.skipBadSamples;
+  g->dtype = computeType(recipe.precision);
+  g->channelsLast = pipeline.channelsLast;
+  return g;
+}
+
 // Training batches come from the input pipeline (data/input_pipeline.h):
 // inline by default (a 28x28 batch costs less than a thread hand-off while
 // every core trains), or with threads per stage that prepare the next
-// micro-batches while this one trains.
+// micro-batches while this one trains; under data.decode = "gpu" from the
+// GPU decode path instead.
 RunInput prepareInput(const RunRecipe& recipe, const TrainingData& data, const RunDevice& device) {
   RunInput in;
   in.source = data.train;
   in.augment = data.trainAugment;
   in.pipeline = pipelineOptionsFor(recipe, recipe.channelsLast && data.channels > 1);
   in.pipeline.pinMemory = device.device.is_cuda();  // batches assembled where H2D starts
+  if (recipe.data.decode == "gpu") {
+    in.gpu = prepareGpuDecode(recipe, in.pipeline, device);
+    if (recipe.cacheMb > 0) {
+      log().warn("data.cache_mb = {} keeps host-decoded images; with data.decode = \"gpu\" "
+                 "nothing is decoded on the host, so no cache is kept",
+                 recipe.cacheMb);
+    }
+    return in;
+  }
   if (recipe.cacheMb > 0) {
     in.cache = std::make_shared<DecodedCache>(in.source->size(), recipe.cacheMb << 20);
   }
@@ -321,6 +348,10 @@ void printBanner(const RunComponents& run) {
       : device.device.is_cuda() && worldSize > 1 ? "; gradients summed through host memory"
                                                  : "",
       run.start.runDir->path());
+  if (const GpuDecodeSettings* gpu = run.input.gpu.get()) {
+    fmt::print("  input: JPEGs decoded on the GPU, {}; {} host reader thread(s)\n",
+               gpu->decoder->backend(), gpu->reader.readThreads);
+  }
   if (const auto& k = run.optimization.kfacCoverage) {
     fmt::print(
         "  K-FAC on {} conv/linear layer(s){}: {:.2f} M values of factor statistics "

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "bigbatch/common/error.h"
+#include "bigbatch/data/gpu_jpeg_decoder.h"
 #include "recipe.h"
 
 namespace bigbatch::train_detail {
@@ -205,6 +206,25 @@ void checkDataOptions(const DataOptions& o) {
                    InvalidArgument,
                    "data.synthetic_shape must be [channels, height, width], each >= 1 (e.g. "
                    "[3, 224, 224])");
+}
+
+void checkDecodeChoice(const DataOptions& o, const std::string& device) {
+  if (o.decode != "gpu") return;
+  BIGBATCH_REQUIRE(o.dataset == "folder", InvalidArgument,
+                   "data.decode = \"gpu\" decodes folders of JPEG files, but data.dataset = "
+                   "\"{}\"; set data.dataset = \"folder\" or data.decode = \"cpu\"",
+                   o.dataset);
+  BIGBATCH_REQUIRE(o.padCrop == 0, InvalidArgument,
+                   "data.decode = \"gpu\" has no pad-crop (data.pad_crop = {}); set "
+                   "data.pad_crop = 0 or data.decode = \"cpu\"",
+                   o.padCrop);
+  const GpuDecodeSupport support = gpuJpegDecodeSupport();
+  BIGBATCH_REQUIRE(support.built, InvalidArgument, "data.decode = \"gpu\" needs {}; {}",
+                   support.missing, support.fix);
+  BIGBATCH_REQUIRE(device == "cuda", InvalidArgument,
+                   "data.decode = \"gpu\" decodes on the training GPU, but run.device = \"{}\"; "
+                   "set run.device = \"cuda\" or data.decode = \"cpu\"",
+                   device);
 }
 
 DataOptions dataOptionsFor(const Config& c) {

@@ -42,6 +42,7 @@ struct DataOptions {
   bool randomResizedCrop = true;  // folders
   std::vector<double> cropScale = {0.08, 1.0}, cropRatio = {3.0 / 4.0, 4.0 / 3.0};
   double evalCrop = 0.875;
+  std::string decode = "cpu";  // data.decode: where folders' JPEGs are decoded, "cpu" or "gpu"
   std::vector<int64_t> syntheticShape = {1, 28, 28};  // channels, height, width
   int64_t syntheticClasses = 10;
   uint64_t seed = 1;
@@ -50,6 +51,12 @@ struct DataOptions {
 DataOptions dataOptionsFor(const Config& c);
 // What a single key's range cannot say (data.synthetic_shape's three sides).
 void checkDataOptions(const DataOptions& o);
+// data.decode = "gpu" where it cannot run, before anything starts: data
+// that is not a JPEG folder, pad-crop, a build without CUDA or nvJPEG
+// (gpu_jpeg_decoder.h says which), run.device = `device` not "cuda" —
+// InvalidArgument naming what is missing and the fix. (No visible GPU is
+// run.device's own refusal.)
+void checkDecodeChoice(const DataOptions& o, const std::string& device);
 
 struct TrainingData {
   std::shared_ptr<const ImageSource> train, test;

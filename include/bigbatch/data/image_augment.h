@@ -50,6 +50,23 @@ CropPlan planCrop(const ImageSize& original, const ImageAugment& a, uint64_t see
 // Output height and width for an image of `original` size.
 ImageSize outputSize(const ImageSize& original, const ImageAugment& a);
 
+// The region of `plan` in the pixels of an image decoded at `decoded` size
+// from one of `original` size (a DCT-scaled or full decode): rounded and
+// clamped as augmentInto crops, so the GPU path (data/gpu_jpeg_decoder.h)
+// takes the same pixels.
+struct CropRect {
+  int64_t top = 0, left = 0, height = 0, width = 0;
+};
+CropRect cropRect(const ImageSize& decoded, const ImageSize& original, const CropPlan& plan);
+
+// The per-channel normalisation as one multiply and add on 0..255 pixels:
+// (x / 255 - mean) / std = x * scale + shift, in float, as augmentInto
+// computes it (and the GPU path, so both give the same factors).
+struct Normalisation {
+  std::vector<float> scale, shift;  // one per channel
+};
+Normalisation normalisationOf(const ImageAugment& a, int64_t channels);
+
 // Applies `plan` (original coordinates; `decoded` may be DCT-scaled from
 // `original`) and writes the normalised CHW floats to `out` ([C, H, W] view
 // of a batch slot).
