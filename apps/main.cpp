@@ -279,7 +279,7 @@ int exportTorchScript(const std::string& exportSource, const std::string& source
                    "OUT.pt for its state dict",
                    source, config.getString("model.name"));
   bigbatch::ScriptedClassifierImpl model(config.getString("model.path"));
-  bigbatch::loadStateDict(model, *dict, source);  // every name and shape must match
+  bigbatch::loadStateDict(model, *dict, source, model.tensorAliases());  // every name and shape
   model.saveForEvaluation(exportTarget);
   std::printf("wrote the TorchScript module of %s with checkpoint weights (step %lld) to %s "
               "(Python: torch.jit.load(\"%s\"))\n",
@@ -305,6 +305,13 @@ int runExport(const std::string& exportSource, const std::string& exportTarget) 
   if (auto weights = checkpointWeights(source, config, step)) {
     dict = std::move(*weights);
     what = fmt::format("checkpoint weights (step {})", step);
+    // A TorchScript model's tied tensors under each of their names, as
+    // Python's state_dict() has them (the checkpoint holds each once).
+    if (config.getString("model.name") == "torchscript" &&
+        std::filesystem::exists(config.getString("model.path"))) {
+      bigbatch::addAliases(
+          dict, bigbatch::ScriptedClassifierImpl(config.getString("model.path")).tensorAliases());
+    }
   } else {
     dict = bigbatch::readStateDict(source);
   }

@@ -23,6 +23,12 @@ fp16_compress_wrapper / bf16_compress_wrapper: PowerSGD on a 16-bit
 bucket, PyTorch's own 16-bit-wire PowerSGD); `none` is DDP's plain fp32
 allreduce.
 
+`--backend bigbatch` runs the same script on bigbatch's torch.distributed
+backend (import bigbatch_torch; only under --mpi), where `--hook` may also
+name bigbatch's own hooks: `bb_fp16`, `bb_bf16` (bigbatch_torch.hooks.fp16 /
+bf16) and `bb_powersgd` (hooks.powersgd with rank `--powersgd-rank`, start
+`--powersgd-start`, factors in `--powersgd-wire`).
+
 `--hidden H` adds bigbatch's `model.hidden` layer to the cnn (350000: ResNet-50's
 25.6 M gradient values for little compute). `--mpi` takes rank and world size
 from mpirun (OpenMPI's OMPI_COMM_WORLD_*) instead of spawning, for ranks on
@@ -102,6 +108,18 @@ class ResNet(nn.Module):
 
 
 def register_hook(ddp, args):
+    if args.hook.startswith("bb_"):
+        import bigbatch_torch
+        if args.hook == "bb_fp16":
+            ddp.register_comm_hook(None, bigbatch_torch.hooks.fp16)
+        elif args.hook == "bb_bf16":
+            ddp.register_comm_hook(None, bigbatch_torch.hooks.bf16)
+        else:
+            state = bigbatch_torch.hooks.powersgd(rank=args.powersgd_rank,
+                                                  start_step=args.powersgd_start,
+                                                  wire=args.powersgd_wire)
+            ddp.register_comm_hook(state, bigbatch_torch.hooks.powersgd_hook)
+        return
     from torch.distributed.algorithms.ddp_comm_hooks import default_hooks
     from torch.distributed.algorithms.ddp_comm_hooks import powerSGD_hook
     if args.hook == "fp16":
@@ -124,7 +142,9 @@ def worker(rank, args, port, master="127.0.0.1"):
     torch.set_num_threads(args.threads)
     os.environ["MASTER_ADDR"] = master
     os.environ["MASTER_PORT"] = str(port)
-    dist.init_process_group("gloo", rank=rank, world_size=args.ranks)
+    if args.backend == "bigbatch":
+        import bigbatch_torch  # noqa: F401
+    dist.init_process_group(args.backend, rank=rank, world_size=args.ranks)
     torch.manual_seed(1)
     model = (Cnn(hidden=args.hidden) if args.model == "cnn" else ResNet())
     model = model.to(memory_format=torch.channels_last)
@@ -151,7 +171,7 @@ def worker(rank, args, port, master="127.0.0.1"):
     dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
     if rank == 0:
         imgs = args.steps * args.batch * args.ranks
-        print(json.dumps({"system": "pytorch_ddp_gloo", "model": args.model, "ranks": args.ranks,
+        print(json.dumps({"system": f"pytorch_ddp_{args.backend}", "model": args.model, "ranks": args.ranks,
                           "batch_per_rank": args.batch, "threads": args.threads,
                           "hidden": args.hidden, "bucket_mb": args.bucket_mb,
                           "hook": args.hook,
@@ -171,18 +191,26 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--hidden", type=int, default=0)
     p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb (its default 25)")
+    p.add_argument("--backend", choices=["gloo", "bigbatch"], default="gloo")
     p.add_argument("--hook", choices=["none", "fp16", "bf16", "powersgd", "batched_powersgd",
-                                      "powersgd_fp16", "powersgd_bf16"],
+                                      "powersgd_fp16", "powersgd_bf16",
+                                      "bb_fp16", "bb_bf16", "bb_powersgd"],
                    default="none",
                    help="a DDP communication hook of PyTorch's own (default: none)")
     p.add_argument("--powersgd-rank", type=int, default=4)
     p.add_argument("--powersgd-start", type=int, default=2,
                    help="start_powerSGD_iter (PyTorch requires > 1 with error feedback)")
+    p.add_argument("--powersgd-wire", choices=["fp32", "fp16", "bf16"], default="fp32",
+                   help="bb_powersgd: the factors' type on the wire")
     p.add_argument("--mpi", action="store_true")
     p.add_argument("--master", default="")
     p.add_argument("--ifname", default="eth0")
     p.add_argument("--port", type=int, default=29555)
     args = p.parse_args()
+    if (args.backend == "bigbatch" or args.hook.startswith("bb_")) and not args.mpi:
+        p.error("--backend bigbatch and the bb_ hooks run under mpirun: add --mpi")
+    if args.hook.startswith("bb_") and args.backend != "bigbatch":
+        p.error(f"--hook {args.hook} is bigbatch's: add --backend bigbatch")
     if args.mpi:
         rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
         args.ranks = int(os.environ["OMPI_COMM_WORLD_SIZE"])

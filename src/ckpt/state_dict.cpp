@@ -26,7 +26,8 @@ void writeStateDict(const c10::Dict<std::string, at::Tensor>& dict, const std::s
   writeFileAtomically(path, bytes.data(), bytes.size());
 }
 
-void saveStateDict(torch::nn::Module& module, const std::string& path) {
+void saveStateDict(torch::nn::Module& module, const std::string& path,
+                   const TensorAliases& aliases) {
   c10::Dict<std::string, at::Tensor> dict;
   torch::NoGradGuard noGrad;
   for (const auto& item : module.named_parameters()) {
@@ -35,7 +36,15 @@ void saveStateDict(torch::nn::Module& module, const std::string& path) {
   for (const auto& item : module.named_buffers()) {
     dict.insert(item.key(), item.value().detach().contiguous().cpu().clone());
   }
+  addAliases(dict, aliases);
   writeStateDict(dict, path);
+}
+
+void addAliases(c10::Dict<std::string, at::Tensor>& dict, const TensorAliases& aliases) {
+  for (const auto& [alias, name] : aliases) {
+    // The same tensor object: pickled once, one storage under both names.
+    if (dict.contains(name) && !dict.contains(alias)) dict.insert(alias, dict.at(name));
+  }
 }
 
 c10::Dict<std::string, at::Tensor> readStateDict(const std::string& path) {
@@ -71,13 +80,16 @@ c10::Dict<std::string, at::Tensor> readStateDict(const std::string& path) {
   return out;
 }
 
-void loadStateDict(torch::nn::Module& module, const std::string& path) {
-  loadStateDict(module, readStateDict(path), path);
+void loadStateDict(torch::nn::Module& module, const std::string& path,
+                   const TensorAliases& aliases) {
+  loadStateDict(module, readStateDict(path), path, aliases);
 }
 
 void loadStateDict(torch::nn::Module& module, const c10::Dict<std::string, at::Tensor>& dict,
-                   const std::string& path) {
+                   const std::string& path, const TensorAliases& aliases) {
   std::set<std::string> used;
+  // A tied tensor's second name is the model's too (its value is the first's).
+  for (const auto& [alias, name] : aliases) used.insert(alias);
   torch::NoGradGuard noGrad;
   auto assign = [&](const std::string& name, torch::Tensor& target) {
     BIGBATCH_REQUIRE(dict.contains(name), InvalidArgument,

@@ -155,6 +155,22 @@ namespace {
 constexpr const char* kTuningPrefix = "allreduce_tuning.";
 }  // namespace
 
+std::vector<AutoAllreduce::TunedChoice> AutoAllreduce::tunedChoices(const Communicator& comm) {
+  std::lock_guard<std::mutex> lock(trialsMutex_);
+  std::vector<TunedChoice> out;
+  for (const auto& [key, t] : trials_) {
+    if (key.first != comm.id() || t.winner < 0) continue;
+    TunedChoice c;
+    c.fromBytes = size_t{1} << key.second;
+    c.toBytes = (size_t{2} << key.second) - 1;
+    static const char* const kRestored[3] = {"the table's choice", "ring", "mpi"};
+    c.algorithm = !t.choice.empty() ? t.choice : kRestored[t.winner];  // restored: its name unsaved
+    for (int i = 0; i < 3; ++i) c.seconds[i] = t.agreed[i];
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
 std::map<std::string, double> AutoAllreduce::tuningState(const Communicator& comm) {
   std::lock_guard<std::mutex> lock(trialsMutex_);
   std::map<std::string, double> out;
@@ -213,7 +229,8 @@ void AutoAllreduce::reduce(Communicator& comm, void* data, size_t count, DataTyp
     trial = &trials_[{comm.id(), sizeClass}];
   }
   Allreduce* candidates[3] = {&seeded, ring_.get(), mpi_.get()};
-  const int n = comm.transportName() == "MPI" && seededName != "mpi" ? 3 : 2;
+  const int n =
+      options_.tuneWithMpi && comm.transportName() == "MPI" && seededName != "mpi" ? 3 : 2;
   if (trial->winner >= 0) {
     candidates[trial->winner]->run(comm, data, count, type);
     return;
@@ -247,8 +264,11 @@ void AutoAllreduce::reduce(Communicator& comm, void* data, size_t count, DataTyp
   for (int c = 0; c < n; ++c) trial->agreed[c] = static_cast<double>(ns[c]) * 1e-9;
   trial->winner = best;
   static const char* const kNames[3] = {"", "ring", "mpi"};
+  trial->choice = best ? kNames[best] : seededName;
+  // At debug level: five such lines would come between a run's epoch lines
+  // (tunedChoices() puts them in summary.json; -v shows them).
   if (comm.rank() == 0) {
-    log().info("allreduce tuned for {}..{} B on {} ranks: {} (best call: {} {:.1f} us, ring "
+    log().debug("allreduce tuned for {}..{} B on {} ranks: {} (best call: {} {:.1f} us, ring "
                "{:.1f} us{})",
                size_t{1} << sizeClass, (size_t{2} << sizeClass) - 1, comm.size(),
                best ? kNames[best] : seededName.c_str(), seededName, ns[0] / 1e3, ns[1] / 1e3,

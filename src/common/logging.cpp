@@ -1,5 +1,6 @@
 #include "bigbatch/common/logging.h"
 
+#include <spdlog/sinks/basic_file_sink.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 
 #include <memory>
@@ -24,7 +25,20 @@ void initLogging(int rank, Verbosity verbosity) {
   spdlog::level::level_enum level = spdlog::level::info;
   if (verbosity == Verbosity::kVerbose) level = spdlog::level::debug;
   if (verbosity == Verbosity::kQuiet || rank != 0) level = spdlog::level::warn;
+  // The console's level is its sink's; the logger passes what a log file
+  // (addLogFile) wants too.
+  if (l->sinks().size() > 1) l->sinks().resize(1);  // a log file of an earlier run
+  l->sinks()[0]->set_level(level);
   l->set_level(level);
+}
+
+void addLogFile(const std::string& path) {
+  auto& l = loggerSlot();
+  auto file = std::make_shared<spdlog::sinks::basic_file_sink_mt>(path, /*truncate=*/false);
+  file->set_level(spdlog::level::debug);
+  file->set_pattern("[%Y-%m-%d %H:%M:%S.%e] [%l] %v");
+  l->sinks().push_back(file);
+  l->set_level(spdlog::level::debug);
 }
 
 spdlog::logger& log() { return *loggerSlot(); }

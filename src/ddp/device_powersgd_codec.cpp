@@ -250,4 +250,11 @@ void DevicePowerSgdCodec::loadState(const NamedState& state) {
   adopted_ = false;  // new tensors, on the caller's stream
 }
 
+void DevicePowerSgdCodec::rescale(double factor) {
+  torch::NoGradGuard noGrad;
+  for (Matrix& m : matrices_) {
+    if (m.error.defined()) m.error.mul_(factor);
+  }
+}
+
 }  // namespace bigbatch::ddp_detail

@@ -56,6 +56,7 @@ class DevicePowerSgdCodec : public DeviceCodec {
   int64_t wireBytes(const Bucket& bucket) const override;
   NamedState state() const override;
   void loadState(const NamedState& state) override;
+  void rescale(double factor) override;
 
   int rankOf(size_t param) const { return plan_[param].rank; }
   int64_t steps() const { return steps_; }

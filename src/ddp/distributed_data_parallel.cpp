@@ -164,6 +164,10 @@ DistributedDataParallel::NamedState DistributedDataParallel::codecState() const 
 
 void DistributedDataParallel::loadCodecState(const NamedState& state) { codec().loadState(state); }
 
+void DistributedDataParallel::rescaleCodecState(double factor) {
+  if (factor != 1.0) codec().rescale(factor);
+}
+
 void DistributedDataParallel::verifyIdentical() {
   std::vector<std::string> names;
   std::vector<int64_t> sums;
@@ -256,6 +260,23 @@ std::map<std::string, double> DistributedDataParallel::allreduceTuning() const {
         static_cast<double>(relayoutTo_ != 0 ? relayoutTo_ : buckets_->fusionBytes());
   }
   return state;
+}
+
+std::vector<std::string> DistributedDataParallel::allreduceChoices() const {
+  std::vector<std::string> out;
+  auto* tuned = dynamic_cast<AutoAllreduce*>(allreduce_.get());
+  if (!tuned) return out;
+  static const char* const kCandidates[3] = {"table", "ring", "mpi"};
+  for (const auto& c : tuned->tunedChoices(job_.communicator())) {
+    std::string timed;
+    for (int i = 0; i < 3; ++i) {
+      if (c.seconds[i] <= 0) continue;
+      timed += fmt::format("{}{} {:.1f} us", timed.empty() ? "" : "; ", kCandidates[i],
+                           c.seconds[i] * 1e6);
+    }
+    out.push_back(fmt::format("{}..{} B: {} ({})", c.fromBytes, c.toBytes, c.algorithm, timed));
+  }
+  return out;
 }
 
 void DistributedDataParallel::restoreAllreduceTuning(const std::map<std::string, double>& state) {

@@ -61,6 +61,11 @@ class BucketCodec {
   // State a checkpoint carries (a stateful codec's), and its restore.
   virtual NamedState state() const { return {}; }
   virtual void loadState(const NamedState&) {}
+  // The gradients to come are `factor` times the scale of the last ones
+  // (the loss scale grew or backed off): a codec that remembers past
+  // gradients (PowerSGD's error feedback) brings its memory to the new
+  // scale, so old and new add as the same quantity. Between steps only.
+  virtual void rescale(double /*factor*/) {}
 };
 
 class GradientCodec : public BucketCodec {

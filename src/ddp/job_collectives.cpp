@@ -1,5 +1,6 @@
 #include "bigbatch/ddp/job_collectives.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "bigbatch/collectives/collectives.h"
@@ -94,25 +95,30 @@ std::vector<std::string> JobCollectives::gatherToRoot(const std::string& mine) {
   return all;
 }
 
-void JobCollectives::averageBuffers(torch::nn::Module& model) {
-  exchangeBuffers(model, "the BatchNorm statistics allreduce", [&](torch::Tensor& flat) {
+void JobCollectives::averageBuffers(torch::nn::Module& model,
+                                    const std::vector<std::string>& frozen) {
+  exchangeBuffers(model, "the BatchNorm statistics allreduce", frozen, [&](torch::Tensor& flat) {
     sum_->run(comm_, flat.data_ptr(), static_cast<size_t>(flat.numel()), DataType::kFloat32);
     flat.div_(size_);
   });
 }
 
-void JobCollectives::broadcastBuffers(torch::nn::Module& model, int root) {
-  exchangeBuffers(model, "the BatchNorm statistics broadcast", [&](torch::Tensor& flat) {
+void JobCollectives::broadcastBuffers(torch::nn::Module& model, int root,
+                                      const std::vector<std::string>& frozen) {
+  exchangeBuffers(model, "the BatchNorm statistics broadcast", frozen, [&](torch::Tensor& flat) {
     broadcast(comm_, flat.data_ptr(), static_cast<size_t>(flat.numel()) * sizeof(float), root);
   });
 }
 
 void JobCollectives::exchangeBuffers(torch::nn::Module& model, const char* operation,
+                                     const std::vector<std::string>& frozen,
                                      const std::function<void(torch::Tensor&)>& fn) {
   if (size_ == 1) return;
   std::vector<torch::Tensor> floats;
-  for (const auto& b : model.buffers()) {
-    if (b.is_floating_point()) floats.push_back(b);
+  for (const auto& b : model.named_buffers()) {
+    if (!b.value().is_floating_point()) continue;
+    if (std::find(frozen.begin(), frozen.end(), b.key()) != frozen.end()) continue;
+    floats.push_back(b.value());
   }
   if (floats.empty()) return;
   torch::NoGradGuard noGrad;

@@ -251,4 +251,10 @@ void PowerSgdCodec::loadState(const NamedState& state) {
   }
 }
 
+void PowerSgdCodec::rescale(double factor) {
+  for (Matrix& m : matrices_) {
+    if (m.error.defined()) m.error.mul_(factor);
+  }
+}
+
 }  // namespace bigbatch::ddp_detail

@@ -34,9 +34,10 @@
 // under loss scaling, or the 16-bit wire's range exceeded) leaves NaN in
 // the compressed gradients of every rank — the loss scaler skips the
 // step — and resets the error memory instead of folding non-finite
-// values into every later step; Q keeps the last finite step's. (A loss
-// scale that grows — x2 after its growth interval of clean steps —
-// leaves one step's error memory at the old scale: half weight, once.)
+// values into every later step; Q keeps the last finite step's. When the
+// loss scale changes (x2 after its growth interval of clean steps, / 2 on
+// an overflow) the trainer rescales the error memory with it (rescale()):
+// the memory is always at the scale of the gradients it is added to.
 // Gradients are sums here, not means (DistributedDataParallel), so the
 // factors are of the summed gradient: P Q^T = P P^T (sum_j M_j), the sum
 // projected on P's span; rank i keeps E_i = M_i - (P Q^T) / N, so the
@@ -84,6 +85,7 @@ class PowerSgdCodec : public GradientCodec {
   int64_t wireBytes(const Bucket& bucket) const override;
   NamedState state() const override;
   void loadState(const NamedState& state) override;
+  void rescale(double factor) override;
 
   // The factors' rank of parameter `param`; 0 when it goes uncompressed.
   int rankOf(size_t param) const { return plan_[param].rank; }

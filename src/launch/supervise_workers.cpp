@@ -501,7 +501,7 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
       std::fprintf(stderr, "bigbatch: interrupted (signal %d); not restarting\n",
                    interruptedBy.load());
       fs::remove(stepFile, ignored);
-      return f.status;
+      return 128 + interruptedBy.load();  // ended by that signal, as a shell reports it
     }
     f.seconds = std::chrono::duration<double>(Clock::now() - start).count();
     f.endedAtMs = unixMs();

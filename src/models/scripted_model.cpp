@@ -80,36 +80,45 @@ ScriptedClassifierImpl::ScriptedClassifierImpl(const std::string& path)
     : path_(path), module_(loadTorchScript(path, "model.path")) {
   checkForward(module_, path_);
   checkTensors(module_, path_);
-  mirror(*this, module_);
+  mirror(*this, module_, "");
   module_.train(is_training());
 }
 
 // Each TorchScript submodule gets a plain holder under its own name; each
 // holder registers its module's own parameters and buffers, so the dotted
 // names of named_parameters() are the TorchScript module's.
-void ScriptedClassifierImpl::mirror(torch::nn::Module& into, const torch::jit::Module& from) {
+void ScriptedClassifierImpl::mirror(torch::nn::Module& into, const torch::jit::Module& from,
+                                    const std::string& prefix) {
   // A tensor reachable twice (a submodule used in two places, tied
   // weights) is registered once, under its first name, as PyTorch's
-  // named_parameters() lists it: one gradient, one bucket slot, one update.
-  // A frozen parameter (requires_grad off: fine-tuning the rest) is held
-  // as a buffer — saved, checkpointed and checksummed, never exchanged or
-  // updated — as PyTorch DDP and its optimizers skip it.
+  // named_parameters() lists it: one gradient, one bucket slot, one update;
+  // its other names are kept as aliases, which state dicts carry as
+  // PyTorch's state_dict() does. A frozen parameter (requires_grad off:
+  // fine-tuning the rest) is held as a buffer — saved, checkpointed and
+  // checksummed, never exchanged or updated, as PyTorch DDP and its
+  // optimizers skip it — and named in frozen_: not averaged as statistics.
+  auto firstTime = [&](const torch::Tensor& t, const std::string& name) {
+    const auto [it, inserted] = registered_.emplace(t.unsafeGetTensorImpl(), prefix + name);
+    if (!inserted) aliases_.emplace_back(prefix + name, it->second);
+    return inserted;
+  };
   for (const auto& p : from.named_parameters(/*recurse=*/false)) {
-    if (!registered_.insert(p.value.unsafeGetTensorImpl()).second) continue;
+    if (!firstTime(p.value, p.name)) continue;
     if (p.value.requires_grad()) {
       into.register_parameter(p.name, p.value);
     } else {
       into.register_buffer(p.name, p.value);
+      frozen_.push_back(prefix + p.name);
     }
   }
   for (const auto& b : from.named_buffers(/*recurse=*/false)) {
-    if (!registered_.insert(b.value.unsafeGetTensorImpl()).second) continue;
+    if (!firstTime(b.value, b.name)) continue;
     into.register_buffer(b.name, b.value);
     buffers_.push_back(BufferSlot{from, b.name, b.value});
   }
   for (const auto& child : from.named_children()) {
     auto holder = std::make_shared<torch::nn::Module>();
-    mirror(*holder, child.value);
+    mirror(*holder, child.value, prefix + child.name + ".");
     into.register_module(child.name, holder);
   }
 }

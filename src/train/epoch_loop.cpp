@@ -291,11 +291,11 @@ std::optional<std::pair<double, double>> EpochLoop::evaluateIfDue(double& evalS)
 void EpochLoop::agreeOnBatchNormStatistics(std::vector<torch::Tensor>& own) {
   if (worldSize_ == 1) return;
   if (recipe_.averageBnStats) {
-    job().averageBuffers(*run_.model);
+    job().averageBuffers(*run_.model, run_.model->frozenParameterNames());
     return;
   }
   own = floatBuffers(*run_.model);
-  job().broadcastBuffers(*run_.model, 0);
+  job().broadcastBuffers(*run_.model, 0, run_.model->frozenParameterNames());
 }
 
 // The epoch's totals over the ranks, its evaluation, and its record
@@ -426,9 +426,10 @@ TrainResult EpochLoop::finish() {
   facts.checkpoints = run_.checkpointer->saves();
   facts.checkpointWaitS = run_.checkpointer->waitSeconds();
   facts.checkpointBackground = recipe_.ckpt.background;
+  facts.allreduceTuned = ddp().allreduceChoices();
   ddp().waitWeights();
   // Rank 0's weights and BatchNorm statistics, readable by torch.load.
-  if (runDir) saveStateDict(*run_.model, runDir->file("model.pt"));
+  if (runDir) saveStateDict(*run_.model, runDir->file("model.pt"), run_.model->tensorAliases());
   // A user's TorchScript module goes back with them, for torch.jit.load.
   auto* scripted = dynamic_cast<ScriptedClassifierImpl*>(run_.model.get());
   if (runDir && scripted) scripted->saveForEvaluation(runDir->file("model.jit.pt"));

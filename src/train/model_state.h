@@ -14,8 +14,14 @@ namespace bigbatch::train_detail {
 
 // Copies named tensors into the model's parameters (all of them, when
 // `params` is non-empty) and buffers; InvalidArgument naming any mismatch.
+// A frozen parameter (`frozen`: held as a buffer, saved once with the
+// parameters) is taken from `params`, or from `buffers` in a checkpoint
+// written before it was saved there.
 void restoreModel(torch::nn::Module& model, const NamedTensors& params,
-                  const NamedTensors& buffers, const std::string& origin);
+                  const NamedTensors& buffers, const std::string& origin,
+                  const std::vector<std::string>& frozen = {});
+// The frozen parameters' tensors (copies), in `frozen`'s order.
+NamedTensors frozenTensors(torch::nn::Module& model, const std::vector<std::string>& frozen);
 // Detached copies, in order.
 NamedTensors namedTensors(const torch::OrderedDict<std::string, torch::Tensor>& dict);
 // This rank's part of a checkpoint — its BatchNorm buffers, CPU RNG state
@@ -23,12 +29,20 @@ NamedTensors namedTensors(const torch::OrderedDict<std::string, torch::Tensor>& 
 // on rank 0; rank 0 appends every rank's part (index = rank) to the
 // checkpoint's rankBuffers, rankRng and rankCodec (left empty when no rank
 // has codec state).
-std::string packRankState(torch::nn::Module& model, const NamedTensors& codecState);
+// `frozen`: buffers that are frozen parameters — not per rank, left out.
+std::string packRankState(torch::nn::Module& model, const NamedTensors& codecState,
+                          const std::vector<std::string>& frozen = {});
 void unpackRankStates(const std::vector<std::string>& parts, Checkpoint& k);
 // Copies of the model's floating-point buffers (BatchNorm running
 // statistics), in order, and their restore into the same model.
 std::vector<torch::Tensor> floatBuffers(torch::nn::Module& model);
 void restoreFloatBuffers(torch::nn::Module& model, const std::vector<torch::Tensor>& saved);
+// A codec state for a rank of a world of `worldSize` from every old rank's
+// (`ranks`, a checkpoint's rankCodec): rank 0's shared entries (PowerSGD's
+// Q and step count), and each error-memory entry ("/error/" in its name)
+// as the sum over the old ranks divided by `worldSize` — so the new ranks'
+// error memories add up to the old ones'.
+NamedTensors carriedCodecState(const std::vector<NamedTensors>& ranks, int worldSize);
 // The first parameter whose gradient holds an inf or NaN ("?" if none).
 std::string firstNonFiniteGradient(torch::nn::Module& model);
 

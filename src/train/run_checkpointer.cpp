@@ -16,12 +16,13 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-RunCheckpointer::RunCheckpointer(torch::nn::Module& model, DistributedDataParallel& ddp,
+RunCheckpointer::RunCheckpointer(ImageClassifierImpl& model, DistributedDataParallel& ddp,
                                  JobCollectives& job, const Optimizer& optimizer,
                                  const Config& config, FaultInjector& fault, bool lead,
                                  const std::string& dir, int keep, bool background, int worldSize,
                                  int64_t globalBatch)
     : model_(model),
+      frozen_(model.frozenParameterNames()),
       ddp_(ddp),
       job_(job),
       optimizer_(optimizer),
@@ -45,7 +46,7 @@ void RunCheckpointer::save(const RunState& state) {
   const bool faultDue = fault_.due("checkpoint", state.globalStep);
   const bool holdWrite = faultDue && writer_ && background_;
   ddp_.waitWeights();  // partitioned: the last step's all-gather
-  const auto parts = job_.gatherToRoot(packRankState(model_, ddp_.codecState()));
+  const auto parts = job_.gatherToRoot(packRankState(model_, ddp_.codecState(), frozen_));
   const auto sums = job_.allreduceSum(
       {state.epochTally.lossSum, state.epochTally.correct, state.epochTally.seen});
   // Collective when partitioned: every rank's slices, made whole.
@@ -59,6 +60,7 @@ void RunCheckpointer::save(const RunState& state) {
     k.stepInEpoch = state.stepInEpoch;
     k.globalStep = state.globalStep;
     k.parameters = namedTensors(model_.named_parameters());
+    for (auto& entry : frozenTensors(model_, frozen_)) k.parameters.push_back(std::move(entry));
     unpackRankStates(parts, k);
     k.optimizer = std::move(optimizerState);
     k.counters = state.toCounters({sums[0], sums[1], sums[2]});

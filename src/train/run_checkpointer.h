@@ -23,6 +23,7 @@
 #include "bigbatch/ckpt/checkpoint.h"
 #include "bigbatch/common/config.h"
 #include "bigbatch/ddp/distributed_data_parallel.h"
+#include "bigbatch/models/model_options.h"
 #include "fault_injection.h"
 #include "bigbatch/optim/optimizer.h"
 #include "run_state.h"
@@ -33,7 +34,7 @@ namespace bigbatch::train_detail {
 class RunCheckpointer {
  public:
   // `dir` and `keep` matter on rank 0 only (`lead`), which alone writes.
-  RunCheckpointer(torch::nn::Module& model, DistributedDataParallel& ddp, JobCollectives& job,
+  RunCheckpointer(ImageClassifierImpl& model, DistributedDataParallel& ddp, JobCollectives& job,
                   const Optimizer& optimizer, const Config& config, FaultInjector& fault,
                   bool lead, const std::string& dir, int keep, bool background, int worldSize,
                   int64_t globalBatch);
@@ -49,7 +50,8 @@ class RunCheckpointer {
   double waitSeconds() const { return waitS_; }
 
  private:
-  torch::nn::Module& model_;
+  ImageClassifierImpl& model_;
+  const std::vector<std::string> frozen_;  // frozen parameters: saved once, with the parameters
   DistributedDataParallel& ddp_;
   JobCollectives& job_;
   const Optimizer& optimizer_;

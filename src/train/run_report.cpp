@@ -101,6 +101,7 @@ nlohmann::ordered_json summaryJson(const TrainResult& result, const RunFacts& fa
   summary["checkpoints"] = facts.checkpoints;
   summary["checkpoint_wait_s"] = facts.checkpointWaitS;
   summary["checkpoint_background"] = facts.checkpointBackground;
+  summary["allreduce_tuned"] = facts.allreduceTuned;
   summary["first_epoch_loss"] = result.firstLoss;
   summary["last_epoch_loss"] = result.lastLoss;
   return summary;

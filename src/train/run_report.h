@@ -74,6 +74,7 @@ struct RunFacts {
   int64_t checkpoints = 0;
   double checkpointWaitS = 0;
   bool checkpointBackground = true;  // ckpt.background
+  std::vector<std::string> allreduceTuned;  // the choices online tuning settled (comm.allreduce_tune)
 };
 
 nlohmann::ordered_json summaryJson(const TrainResult& result, const RunFacts& facts);

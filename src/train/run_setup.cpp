@@ -104,7 +104,7 @@ std::shared_ptr<ImageClassifierImpl> buildRunModel(const RunRecipe& recipe,
     scripted->checkLogits(shape.channels, shape.height, shape.width, shape.classes);
   }
   if (!options.initFrom.empty() && !start.resume) {
-    loadStateDict(*model, options.initFrom);  // every rank: the checksum still holds
+    loadStateDict(*model, options.initFrom, model->tensorAliases());  // every rank: the checksum still holds
     log().info("initial weights from {}", options.initFrom);
   }
   // Built and seeded on the CPU, then moved: the same initial weights on
@@ -158,24 +158,25 @@ RunExchange connectExchange(ImageClassifierImpl& model, const RunRecipe& recipe,
 }
 
 // The gradient codec's state (PowerSGD's step count, Q matrices and each
-// rank's error memory): as saved on the same world size; on another, the
-// error memory belongs to ranks that no longer match, so only rank 0's
-// shared part is kept and the error memory starts from zero.
+// rank's error memory): as saved on the same world size. On another, the
+// error memory belongs to ranks that no longer match one to one, but what
+// matters of it is its sum — what compression left out of the summed
+// gradient (powersgd_codec.h: the ranks' errors add up to the sum's
+// compression error) — so each of the N new ranks takes 1/N of the old
+// ranks' sum: nothing that compression owes the run is dropped. Q and the
+// step count are rank 0's (the same on every rank).
 void restoreCodec(DistributedDataParallel& ddp, const Checkpoint& k, const RunStart& start) {
   if (k.rankCodec.empty()) return;
   if (k.worldSize == start.worldSize) {
     ddp.loadCodecState(k.rankCodec[static_cast<size_t>(start.rank)]);
     return;
   }
-  NamedTensors shared;
-  for (const auto& [name, value] : k.rankCodec[0]) {
-    if (name.find("/error/") == std::string::npos) shared.emplace_back(name, value);
-  }
-  ddp.loadCodecState(shared);
+  ddp.loadCodecState(carriedCodecState(k.rankCodec, start.worldSize));
   if (start.rank == 0) {
-    log().warn("resuming {} rank(s) from a checkpoint of {}: PowerSGD's error memory is per rank "
-               "and starts again from zero (its Q matrices and step count are kept)",
-               start.worldSize, k.worldSize);
+    log().info("resuming {} rank(s) from a checkpoint of {}: PowerSGD's error memory carried "
+               "over, each rank taking 1/{} of the ranks' sum (its Q matrices and step count "
+               "kept)",
+               start.worldSize, k.worldSize, start.worldSize);
   }
 }
 
@@ -191,10 +192,11 @@ RunState restoreOrVerify(ImageClassifierImpl& model, DistributedDataParallel& dd
     return RunState{};
   }
   const Checkpoint& k = resume->checkpoint;
-  restoreModel(model, k.parameters, k.rankBuffers[0], resume->path);
+  const std::vector<std::string> frozen = model.frozenParameterNames();
+  restoreModel(model, k.parameters, k.rankBuffers[0], resume->path, frozen);
   ddp.verifyIdentical();
   const size_t mine = static_cast<size_t>(start.rank) % k.rankBuffers.size();
-  restoreModel(model, {}, k.rankBuffers[mine], resume->path);
+  restoreModel(model, {}, k.rankBuffers[mine], resume->path, frozen);
   torch::NoGradGuard noGrad;
   at::Generator generator = at::detail::getDefaultCPUGenerator();
   generator.set_state(k.rankRng[mine]);

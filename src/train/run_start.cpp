@@ -131,6 +131,9 @@ RunStart startRun(Config& c, const TrainOptions& o, MlperfLogger& ml) {
                                           s.resume ? s.resume->checkpoint.epoch : 0);
       if (!s.resume && o.overwrite) removeEarlierCheckpoints(c, s.runDir->path());
       s.runDir->writeText("config.toml", c.toToml());
+      // Everything logged, debug lines too (the tuner's choices, say):
+      // the console shows them at -v.
+      if (!o.comm) addLogFile(s.runDir->file("train.log"));
       ml.open(s.runDir->file("mlperf.log"), /*echo=*/false);
     } catch (const std::exception&) {
       setupError = std::current_exception();

@@ -186,7 +186,7 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
   }
   out.applied = optimizer_.step(h).applied;
   if (out.applied) ddp_.gatherWeights();  // partitioned only: every rank's updated slices
-  if (out.applied && scaler_) scaler_->update(true);
+  if (out.applied && scaler_) updateScale(true);
   const bool poisoned = tallyMicroBatches(sums, sizes, injectNan, out, tally);
   if (!out.applied && skipOrStop(poisoned, at)) restoreBuffers(buffersBefore);
   const auto t5 = Clock::now();
@@ -198,6 +198,14 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
   return out;
 }
 
+// The loss scaler's step, and the codec's memory of past (scaled)
+// gradients brought to the new scale when it changed.
+void TrainStep::updateScale(bool finite) {
+  const double before = scaler_->scale();
+  scaler_->update(finite);
+  if (scaler_->scale() != before) ddp_.rescaleCodecState(scaler_->scale() / before);
+}
+
 // A finite loss whose scaled gradients overflowed is the loss scaler's
 // business (back off, skip the step); at the scale's floor, or with a
 // non-finite loss on some rank, the training itself diverged — skipped when
@@ -207,7 +215,7 @@ bool TrainStep::skipOrStop(bool poisoned, const StepPosition& at) {
   const double source = job_.allreduceMax({poisoned ? rank_ + 1.0 : 0.0})[0];
   const double scaleBefore = scaler_ ? scaler_->scale() : 1.0;
   if (scaler_ && source == 0 && !scaler_->atFloor()) {
-    scaler_->update(false);
+    updateScale(false);
     log().debug(
         "step {} (epoch {}): gradients overflowed at loss scale {:g}; skipped, "
         "scale now {:g}",

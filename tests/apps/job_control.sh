@@ -18,6 +18,27 @@ signal_a_rank() {
   kill -"$signal" "$victim"
 }
 
+# signal_paused_rank LAUNCHER_PID PAUSE_DIR SIGNAL: waits until every rank
+# has paused (fault.kind = pause, fault.rank = -1: a marker in PAUSE_DIR per
+# rank), sends SIGNAL to one rank, then lets the others go on (they meet
+# the lost rank in the next exchange); sets `victim` and `victim_rank`.
+# Nothing here waits for a time: the job is at the same step on a machine
+# of any speed.
+signal_paused_rank() {
+  local launcher=$1 pause=$2 signal=$3 ranks
+  for _ in $(seq 1 1200); do
+    ranks=$(ls "$pause" 2>/dev/null | grep -c '^paused-rank-')
+    [ "$ranks" -ge 2 ] && [ "$ranks" -ge "$(pgrep -P "$launcher" | wc -l)" ] && break
+    kill -0 "$launcher" 2>/dev/null || return 1
+    sleep 0.1
+  done
+  victim=$(pgrep -P "$launcher" -n)
+  [ -n "$victim" ] || return 1
+  victim_rank=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+  kill -"$signal" "$victim"
+  rm -f "$pause"/paused-rank-*
+}
+
 # wait_for_job LAUNCHER_PID LIMIT: waits up to LIMIT seconds for the job to
 # end; sets `rc` to its exit status, or kills it and returns 1 (a hang).
 wait_for_job() {

@@ -116,11 +116,17 @@ resume)
   echo "multihost_test: ok resume"
   ;;
 kill|stall)
+  # Both ranks pause at step 3 (fault.kind = pause): the kill or stop lands
+  # mid-training on a machine of any speed; then rank 0 is let go on.
+  mkdir -p "$dir/pause"
   "$cluster" --hosts 2 --rate "$rate" -- "$bin" train "$config" --run-dir "$dir/run" \
-    --set data.train_samples=20000 --set data.eval_samples=1000 --set train.epochs=3 \
-    --set run.threads=1 --set comm.timeout_s=5 >"$dir/log" 2>&1 &
+    --set data.train_samples=4096 --set data.eval_samples=1000 --set train.epochs=1 \
+    --set run.threads=1 --set comm.timeout_s=5 --set fault.kind=pause --set fault.rank=-1 \
+    --set fault.step=3 --set fault.pause_dir="$dir/pause" >"$dir/log" 2>&1 &
   job=$!
-  for _ in $(seq 1 600); do grep -q "allreduce:" "$dir/log" 2>/dev/null && break; sleep 0.1; done
+  for _ in $(seq 1 1200); do
+    [ -f "$dir/pause/paused-rank-0" ] && [ -f "$dir/pause/paused-rank-1" ] && break; sleep 0.1
+  done
   ns=$(sed -n 's/^  host 1: namespace \([^,]*\),.*/\1/p' "$dir/log")
   victim=""
   for pid in $(ip netns pids "$ns" 2>/dev/null); do
@@ -128,6 +134,7 @@ kill|stall)
   done
   [ -n "$victim" ] || { echo "FAIL: no rank found in namespace '$ns'"; cat "$dir/log"; kill "$job"; exit 1; }
   if [ "$mode" = kill ]; then kill -9 "$victim"; else kill -STOP "$victim"; fi
+  rm -f "$dir/pause"/paused-rank-*
   start=$(date +%s.%N)
   for _ in $(seq 1 $((limit * 10))); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
   if kill -0 "$job" 2>/dev/null; then
@@ -185,8 +192,12 @@ restart)
           --set run.threads=1 --set comm.timeout_s=10 --workers 2 -q)
   "$cluster" --hosts 2 --rate "$rate" --launcher -- "$bin" train "$config" "${common[@]}" \
     --run-dir "$dir/reference" >"$dir/log0" 2>&1 || { echo "FAIL: reference run"; cat "$dir/log0"; exit 1; }
+  # The first attempt's ranks pause at step 12 (the checkpoint of step 10
+  # written): the kill lands mid-training on a machine of any speed.
+  mkdir -p "$dir/pause"
   "$cluster" --hosts 2 --rate "$rate" --launcher -- "$bin" train "$config" "${common[@]}" \
-    --run-dir "$dir/restarted" --max-restarts 2 >"$dir/log" 2>&1 &
+    --run-dir "$dir/restarted" --max-restarts 2 --set fault.kind=pause --set fault.rank=-1 \
+    --set fault.step=12 --set fault.attempts=1 --set fault.pause_dir="$dir/pause" >"$dir/log" 2>&1 &
   job=$!
   ranks_in() {  # the job's ranks in host H's namespace
     local ns pid
@@ -195,16 +206,15 @@ restart)
       tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "bigbatch train" && echo "$pid"
     done
   }
-  step=""
   for _ in $(seq 1 1200); do
-    step=$(sed -n 's/^ckpt-0*\([0-9][0-9]*\)\.pt$/\1/p' "$dir/restarted/checkpoints/latest" 2>/dev/null)
-    [ -n "$step" ] && [ "$step" -ge 10 ] && break
-    sleep 0.1
+    [ -f "$dir/pause/paused-rank-0" ] && [ -f "$dir/pause/paused-rank-1" ] && break; sleep 0.1
   done
-  [ -n "$step" ] || { echo "FAIL: no checkpoint appeared"; cat "$dir/log"; kill "$job"; exit 1; }
+  [ -f "$dir/pause/paused-rank-1" ] || { echo "FAIL: the ranks never paused"; cat "$dir/log"; kill "$job"; exit 1; }
+  step=$(sed -n 's/^ckpt-0*\([0-9][0-9]*\)\.pt$/\1/p' "$dir/restarted/checkpoints/latest" 2>/dev/null)
   peer=$(ranks_in 0); victim=$(ranks_in 1)
   [ -n "$victim" ] && [ -n "$peer" ] || { echo "FAIL: no ranks found on the hosts"; cat "$dir/log"; kill "$job"; exit 1; }
   kill -9 $victim
+  rm -f "$dir/pause"/paused-rank-*
   echo "SIGKILL to rank pid $victim on host 1 after the checkpoint of step $step (rank 0: pid $peer on host 0)"
   for _ in $(seq 1 600); do grep -q "restart 1 of 2" "$dir/log" && break; sleep 0.1; done
   grep -q "restart 1 of 2 from the checkpoint of step" "$dir/log" ||

@@ -1,6 +1,8 @@
 #!/bin/bash
 # --max-restarts on 2 workers, as a user's job meets failures:
-#   1. a rank SIGKILLed from outside after the first checkpoints: the
+#   1. a rank SIGKILLed from outside after the first checkpoints (the
+#      ranks paused at a step by fault.kind = pause: the test acts on a
+#      state the job reports, never after a time): the
 #      supervisor ends every process of the attempt, restarts the job from
 #      the newest checkpoint, and the run finishes with model.pt
 #      byte-identical to an uninterrupted run's; summary.json lists the
@@ -33,24 +35,32 @@ left_over() { pgrep -f -- "$1" >/dev/null; }
 shm_before=$(ls /dev/shm | sort)
 shm_left() { comm -13 <(echo "$shm_before") <(ls /dev/shm | sort) | grep .; }
 
-# signal_after_checkpoint SUPERVISOR RUN_DIR SIGNAL [FROM_STEP [DELAY [WHICH]]]:
-# once RUN_DIR's newest checkpoint is of step FROM_STEP (default 10) or
-# later, waits DELAY seconds (default 0) and sends SIGNAL to one rank (a
-# child of the supervisor's mpirun: the newest, or the oldest with WHICH =
-# -o); sets `victim`.
-signal_after_checkpoint() {
-  local step= from=${4:-10} delay=${5:-0} which=${6:--n}
+# Every rank of the first attempt pauses at a step (fault.kind = pause,
+# fault.attempts = 1: a state the job reports in PAUSE_DIR), so a signal
+# lands while the job runs, on a machine of any speed; the next attempt
+# does not pause.
+# paused_at STEP PAUSE_DIR: the job's arguments for that.
+paused_at() {
+  echo "--set fault.kind=pause --set fault.rank=-1 --set fault.step=$1 --set fault.attempts=1 --set fault.pause_dir=$2"
+}
+
+# signal_paused SUPERVISOR PAUSE_DIR SIGNAL [WHICH]: once both ranks are
+# paused, sends SIGNAL to one rank (a child of the supervisor's mpirun: the
+# newest, or the oldest with WHICH = -o), then lets the other go on (into
+# the exchange, where it meets the lost rank); sets `victim`.
+signal_paused() {
+  local which=${4:--n}
   for _ in $(seq 1 1200); do
-    step=$(sed -n 's/^ckpt-0*\([0-9][0-9]*\)\.pt$/\1/p' "$2/checkpoints/latest" 2>/dev/null)
-    [ -n "$step" ] && [ "$step" -ge "$from" ] && break
+    [ -f "$2/paused-rank-0" ] && [ -f "$2/paused-rank-1" ] && break
+    kill -0 "$1" 2>/dev/null || fail "the job ended before its ranks paused"
     sleep 0.1
   done
-  [ -n "$step" ] || fail "no checkpoint appeared in $2"
-  sleep "$delay"
+  [ -f "$2/paused-rank-1" ] || fail "the ranks never paused"
   victim=$(pgrep -P "$(pgrep -P "$1" -n)" "$which")  # one of the supervisor's mpirun's ranks
   [ -n "$victim" ] || fail "no rank found"
   kill -"$3" "$victim"
-  echo "SIG$3 to rank pid $victim, $delay s after the checkpoint of step $step"
+  rm -f "$2"/paused-rank-*
+  echo "SIG$3 to rank pid $victim while both ranks were paused"
 }
 
 # expect_recovered SUPERVISOR RUN_DIR: the job ends, exit 0, with the
@@ -70,10 +80,13 @@ nothing_left() {
 
 "$bin" train "$config" "${common[@]}" --run-dir "$dir/reference" || fail "reference run"
 
-# 1. SIGKILL one rank once the checkpoint of step 10 or later is there.
-"$bin" train "$config" "${common[@]}" --run-dir "$dir/restarted" --max-restarts 2 >"$dir/log" 2>&1 &
+# 1. SIGKILL one rank while the job is at step 12 (the checkpoint of step
+# 10 written).
+mkdir -p "$dir/restarted.pause"
+"$bin" train "$config" "${common[@]}" --run-dir "$dir/restarted" --max-restarts 2 \
+  $(paused_at 12 "$dir/restarted.pause") >"$dir/log" 2>&1 &
 supervisor=$!
-signal_after_checkpoint "$supervisor" "$dir/restarted" KILL
+signal_paused "$supervisor" "$dir/restarted.pause" KILL
 expect_recovered "$supervisor" "$dir/restarted"
 grep -q "restart 1 of 2 from the checkpoint of step" "$dir/log" || fail "the restart was not reported"
 /usr/bin/python3 - "$dir/restarted/summary.json" <<'PY' || fail "summary.json lacks the restart"
@@ -128,14 +141,15 @@ again = next(e for e in last if e["key"] == "run_start")["time_ms"]
 print(f"restart time (attempt's end to the next run_start): {(again - ended) / 1000:.2f} s")
 PY
 
-# 1a. Three more kills, each of a random rank at a random step (after the
-# checkpoint of step 5..25: after the last one, step 30 of 32, the job may
-# end before the kill).
+# 1a. Three more kills, each of a random rank at a random step (6..31 of
+# 32: the job paused there).
 for trial in 1 2 3; do
-  from=$((5 * (1 + RANDOM % 5))); delay=0.$((RANDOM % 6)); which=$([ $((RANDOM % 2)) = 0 ] && printf -- -n || printf -- -o)
-  "$bin" train "$config" "${common[@]}" --run-dir "$dir/random$trial" --max-restarts 1 >"$dir/log" 2>&1 &
+  at=$((6 + RANDOM % 26)); which=$([ $((RANDOM % 2)) = 0 ] && printf -- -n || printf -- -o)
+  mkdir -p "$dir/random$trial.pause"
+  "$bin" train "$config" "${common[@]}" --run-dir "$dir/random$trial" --max-restarts 1 \
+    $(paused_at "$at" "$dir/random$trial.pause") >"$dir/log" 2>&1 &
   supervisor=$!
-  signal_after_checkpoint "$supervisor" "$dir/random$trial" KILL "$from" "$delay" "$which"
+  signal_paused "$supervisor" "$dir/random$trial.pause" KILL "$which"
   expect_recovered "$supervisor" "$dir/random$trial"
   /usr/bin/python3 -c "import json,sys; f=json.load(open(sys.argv[1]))[0]; print('trial $trial: failed at step', f['failed_at_step'], 'resumed from', f['resumed_from_step'])" \
     "$dir/random$trial/restarts.json" || fail "trial $trial: no restarts.json"
@@ -143,28 +157,30 @@ for trial in 1 2 3; do
 done
 
 # 1b. Rank 0 killed while it writes a checkpoint in the background: the
-# resume is from the one before (the atomic write leaves the partial file
-# unseen) or, where the write won the race with the kill, from that one;
-# exact either way.
+# fault holds the write of step 30 after its first chunk (a torn temporary
+# file) and kills the rank there; the resume is from the one before, step
+# 25 (the atomic write leaves the partial file unseen), exact.
 "$bin" train "$config" "${common[@]}" --run-dir "$dir/inwrite" --max-restarts 1 \
   --set fault.kind=sigkill --set fault.rank=0 --set fault.step=30 --set fault.during=checkpoint \
   --set fault.attempts=1 >"$dir/log" 2>&1
 rc=$?
 [ "$rc" -eq 0 ] || fail "the job killed in a checkpoint write exited $rc"
 cmp "$dir/reference/model.pt" "$dir/inwrite/model.pt" || fail "inwrite: final weights differ from the uninterrupted run's"
-grep -q "injecting fault 'sigkill' on rank 0 at step 30 (during checkpoint)" "$dir/log" || fail "the write was not interrupted"
+grep -q "injecting fault 'sigkill' on rank 0 at step 30 (during checkpoint" "$dir/log" || fail "the write was not interrupted"
 /usr/bin/python3 - "$dir/inwrite/restarts.json" <<'PY' || fail "the kill in the write did not resume from an earlier checkpoint"
 import json, sys
 f = json.load(open(sys.argv[1]))[0]
 print("killed in the write of step 30; resumed from", f["resumed_from_step"])
-assert f["resumed_from_step"] in (25, 30) and f["rank"] == 0, f
+assert f["resumed_from_step"] == 25 and f["rank"] == 0, f
 PY
 nothing_left "$dir/inwrite"
 
 # 1c. SIGSTOP one rank: a stall, named, then the same recovery.
-"$bin" train "$config" "${common[@]}" --run-dir "$dir/stalled" --max-restarts 1 >"$dir/log" 2>&1 &
+mkdir -p "$dir/stalled.pause"
+"$bin" train "$config" "${common[@]}" --run-dir "$dir/stalled" --max-restarts 1 \
+  $(paused_at 12 "$dir/stalled.pause") >"$dir/log" 2>&1 &
 supervisor=$!
-signal_after_checkpoint "$supervisor" "$dir/stalled" STOP
+signal_paused "$supervisor" "$dir/stalled.pause" STOP
 expect_recovered "$supervisor" "$dir/stalled"
 grep -q "stopped answering\|no sign of life\|stalled" "$dir/log" || fail "the stall was not named"
 kill -0 "$victim" 2>/dev/null && fail "the stopped rank is still there"
@@ -179,15 +195,25 @@ grep -q "the job failed 2 time(s), giving up after 1 restart(s)" "$dir/log" || f
 [ "$(grep -c '^  attempt [12]: exit status' "$dir/log")" -eq 2 ] || fail "the failures are not listed"
 nothing_left "$dir/doomed"
 
-# 3. A job started by mpirun by hand, in the README's loop: a rank
-# SIGKILLed after the checkpoint of step 10; the loop's next round resumes
-# (its --overwrite unused: there is a checkpoint) to the same weights.
+# 3. A job started by mpirun by hand, in the restart loop of
+# docs/RELIABILITY.md: a rank SIGKILLed while paused at step 12; the
+# loop's next round resumes (its --overwrite unused: there is a
+# checkpoint) to the same weights. (The loop here numbers its rounds in
+# BIGBATCH_RESTART_COUNT, as the supervisor does, so that only the first
+# pauses.)
+mkdir -p "$dir/loop.pause"
 ( for attempt in 1 2 3 4; do
-    mpirun --allow-run-as-root -np 2 "$bin" train "$config" "${common[@]}" --set run.threads=1 \
-      --run-dir "$dir/loop" --resume auto --overwrite && break
+    BIGBATCH_RESTART_COUNT=$((attempt - 1)) mpirun --allow-run-as-root -np 2 "$bin" train "$config" \
+      "${common[@]}" --set run.threads=1 --run-dir "$dir/loop" --resume auto --overwrite \
+      $(paused_at 12 "$dir/loop.pause") && break
   done ) >"$dir/log" 2>&1 &
 loop=$!
-signal_after_checkpoint "$loop" "$dir/loop" KILL
+for _ in $(seq 1 1200); do [ -f "$dir/loop.pause/paused-rank-1" ] && break; sleep 0.1; done
+victim=$(pgrep -f -- "--run-dir $dir/loop " | while read -r p; do
+  tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && echo "$p"; done | head -1)
+[ -n "$victim" ] || fail "the loop's rank 1 not found"
+kill -KILL "$victim"
+rm -f "$dir/loop.pause"/paused-rank-*
 expect_recovered "$loop" "$dir/loop"
 [ -f "$dir/loop/mlperf.log.1" ] || fail "the loop's second round did not resume (no earlier mlperf.log kept)"
 nothing_left "$dir/loop"

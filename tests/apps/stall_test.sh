@@ -1,7 +1,8 @@
 #!/bin/bash
 # A rank that stops answering, as a user meets it:
 #   sigstop   3 workers, the default exchange; an outside process stops one
-#             rank (SIGSTOP) mid-training. The job must end non-zero within
+#             rank (SIGSTOP) mid-training (the ranks paused at step 3 for it,
+#             fault.kind = pause, then let go on). The job must end non-zero within
 #             LIMIT seconds naming that rank as stalled (no sign of life,
 #             its last phase and step) — never blaming another host, on a
 #             job that has one.
@@ -25,10 +26,12 @@ fail() { echo "FAIL: $mode: $*"; cat "$log"; exit 1; }
 common=(--run-dir "$dir/run" --set comm.timeout_s=5 --set data.eval_samples=1000)
 case $mode in
   sigstop)
-    "$bin" train "$config" "${common[@]}" --workers 3 --set data.train_samples=30000 \
-      --set train.epochs=2 >"$log" 2>&1 &
+    mkdir -p "$dir/pause"
+    "$bin" train "$config" "${common[@]}" --workers 3 --set data.train_samples=4096 \
+      --set train.epochs=1 --set fault.kind=pause --set fault.rank=-1 --set fault.step=3 \
+      --set fault.pause_dir="$dir/pause" >"$log" 2>&1 &
     launcher=$!
-    signal_a_rank "$launcher" "$log" STOP || fail "no rank process found"
+    signal_paused_rank "$launcher" "$dir/pause" STOP || fail "no rank process found"
     rank=$victim_rank
     echo "stall_test: stopped rank $rank (pid $victim)"
     start=$(date +%s.%N)

@@ -85,6 +85,37 @@ TEST(PowerSgd, ErrorFeedbackCarriesWhatCompressionLeftOut) {
   EXPECT_EQ(codec.steps(), 2);
 }
 
+// The loss scale changes between steps (x2 on growth, / 2 on an
+// overflow): with the error memory rescaled with it (rescale), a run on
+// gradients scaled by s is exactly the unscaled run times s — powers of two
+// scale every product, norm and division exactly — while without it the
+// memory of the last step enters at the wrong scale.
+TEST(PowerSgd, ErrorMemoryFollowsTheLossScale) {
+  const torch::Tensor weight = torch::zeros({6, 5});
+  PowerSgdOptions o;
+  o.rank = 1;
+  const Bucket bucket = oneMatrix(30);
+  torch::manual_seed(5);
+  const torch::Tensor g1 = torch::randn({6, 5}), g2 = torch::randn({6, 5});
+  OneRankWire wire;
+  auto twoSteps = [&](double s1, double s2, bool rescale) {
+    PowerSgdCodec codec(o, DataType::kFloat32, {weight}, {"w"}, 1);
+    torch::Tensor a = g1 * s1, b = g2 * s2;
+    codec.exchange(0, bucket, a.data_ptr<float>(), wire);
+    if (rescale) codec.rescale(s2 / s1);
+    codec.exchange(0, bucket, b.data_ptr<float>(), wire);
+    return std::make_pair(a, b);
+  };
+  const auto [a1, a2] = twoSteps(1, 1, true);
+  const auto [b1, b2] = twoSteps(4, 8, true);  // the scale grew between the steps
+  EXPECT_TRUE(torch::equal(b1, a1 * 4));
+  EXPECT_TRUE(torch::equal(b2, a2 * 8));
+  const auto [c1, c2] = twoSteps(8, 4, true);  // and backed off
+  EXPECT_TRUE(torch::equal(c2, a2 * 4));
+  const auto [d1, d2] = twoSteps(4, 8, false);  // not rescaled: another step
+  EXPECT_GT((d2 - a2 * 8).abs().max().item<float>(), 1e-3 * (a2 * 8).abs().max().item<float>());
+}
+
 // Without error feedback nothing is kept; without warm start Q is drawn
 // afresh each step (the same on every rank: from a seed of the step).
 TEST(PowerSgd, AblationsKeepNoErrorAndDrawQAfresh) {

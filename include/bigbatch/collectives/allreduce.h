@@ -24,6 +24,11 @@ struct AllreduceOptions {
   // each (after one untimed call each), per power-of-two size class, then
   // keep the faster (0: the static table).
   int tuneTrials = 5;
+  // "auto" only: MPI_Allreduce among the tuning's candidates on an MPI
+  // transport. It has no deadline (a stopped peer holds it until a stall
+  // watchdog ends the process); off where every collective must raise a
+  // TimeoutError instead (the torch.distributed backend).
+  bool tuneWithMpi = true;
 };
 
 class Allreduce {

@@ -77,6 +77,14 @@ class AutoAllreduce : public Allreduce {
   // stopped while measuring goes on rotating where it stopped. Entries of
   // other names are ignored.
   std::map<std::string, double> tuningState(const Communicator& comm);
+  // The choices online tuning has settled for `comm` so far, one per size
+  // class (for summary.json; the log has them at debug level).
+  struct TunedChoice {
+    size_t fromBytes = 0, toBytes = 0;  // the size class [from, to]
+    std::string algorithm;
+    double seconds[3] = {0, 0, 0};  // the slowest rank's best call: the table's, ring, mpi (0: not run)
+  };
+  std::vector<TunedChoice> tunedChoices(const Communicator& comm);
   void restoreTuning(const Communicator& comm, const std::map<std::string, double>& state);
 
  protected:
@@ -91,6 +99,7 @@ class AutoAllreduce : public Allreduce {
     double seconds[3] = {0, 0, 0};  // best timed call per candidate, this rank
     double agreed[3] = {0, 0, 0};   // the slowest rank's best (0: did not take part)
     int winner = -1;                // index into the candidates; -1 still measuring
+    std::string choice;             // the winner's name, once settled
   };
   AllreduceTable table_;
   std::unique_ptr<Allreduce> ring_, mpi_;

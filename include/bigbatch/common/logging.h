@@ -16,6 +16,11 @@ enum class Verbosity { kQuiet, kNormal, kVerbose };
 // Sets the rank prefix and level; call once after the rank is known.
 void initLogging(int rank, Verbosity verbosity = Verbosity::kNormal);
 
+// Also writes every message of this process, debug level included, to
+// `path` (appended): a run's train.log on rank 0. Call after initLogging,
+// from the thread that set it up, before other threads log.
+void addLogFile(const std::string& path);
+
 spdlog::logger& log();
 
 }  // namespace bigbatch

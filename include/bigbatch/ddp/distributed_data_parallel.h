@@ -227,12 +227,18 @@ class DistributedDataParallel {
   using NamedState = std::vector<std::pair<std::string, torch::Tensor>>;
   NamedState codecState() const;
   void loadCodecState(const NamedState& state);
+  // The loss scale changed by `factor` (new / old): the codec's memory of
+  // past gradients follows it (GradientCodec::rescale). Between steps.
+  void rescaleCodecState(double factor);
 
   // The exchange's online tuning — the allreduce's on this communicator
   // (AutoAllreduce::tuningState; comm.allreduce = auto with tuning) and the
   // fusion autotuning's choice ("fusion_tuning.bytes", once made) — for a
   // checkpoint, and its restore on a resume with the same world size.
   std::map<std::string, double> allreduceTuning() const;
+  // The allreduce choices online tuning settled, one line per size class
+  // ("1048576..2097151 B: shm (its best call 210.3 us; ring 250.0 us)").
+  std::vector<std::string> allreduceChoices() const;
   void restoreAllreduceTuning(const std::map<std::string, double>& state);
 
   // Called by the gradient hooks (autograd thread = compute thread on CPU).

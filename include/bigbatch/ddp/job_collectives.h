@@ -64,9 +64,12 @@ class JobCollectives {
   // Rank 0 receives every rank's string (index = rank); others get {}.
   std::vector<std::string> gatherToRoot(const std::string& mine);
   // Replaces `model`'s floating-point buffers (BatchNorm running
-  // statistics) by their mean across ranks, or by rank `root`'s.
-  void averageBuffers(torch::nn::Module& model);
-  void broadcastBuffers(torch::nn::Module& model, int root);
+  // statistics) by their mean across ranks, or by rank `root`'s — all but
+  // those named in `frozen` (frozen parameters held as buffers: the same on
+  // every rank, and (a + a + a) / 3 need not be a in floating point).
+  void averageBuffers(torch::nn::Module& model, const std::vector<std::string>& frozen = {});
+  void broadcastBuffers(torch::nn::Module& model, int root,
+                        const std::vector<std::string>& frozen = {});
   // Compares `checksums[i]` (of the tensor named `names[i]`) across ranks;
   // throws MismatchError naming the first that differs, or a different
   // count. For the initial weights: no weights are broadcast.
@@ -81,6 +84,7 @@ class JobCollectives {
   // `model`'s floating-point buffers flattened into one fp32 host tensor,
   // `fn` applied to it on the communication thread, the result written back.
   void exchangeBuffers(torch::nn::Module& model, const char* operation,
+                       const std::vector<std::string>& frozen,
                        const std::function<void(torch::Tensor&)>& fn);
 
   Communicator& comm_;

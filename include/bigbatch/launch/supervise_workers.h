@@ -18,7 +18,7 @@
 // next attempt resumes from); a run that finishes has the same list as
 // `restarts` in summary.json. After N restarts the supervisor gives up,
 // exits 1 and prints every failure. SIGINT/SIGTERM to the supervisor go to
-// the job and end it without a restart, and SIGHUP (its terminal gone) ends
+// the job and end it without a restart (exit status 128 + the signal), and SIGHUP (its terminal gone) ends
 // the job with SIGTERM; one that arrives between two attempts stops the
 // next from starting. The job does not outlive the supervisor: mpirun gets
 // SIGTERM when the supervisor dies (PR_SET_PDEATHSIG, e.g. after a

@@ -11,6 +11,8 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <utility>
+#include <vector>
 #include <vector>
 
 namespace bigbatch {
@@ -44,6 +46,14 @@ struct ModelOptions {
 class ImageClassifierImpl : public torch::nn::Module {
  public:
   virtual torch::Tensor forward(torch::Tensor x) = 0;
+  // Buffers that are frozen parameters (a TorchScript model's parameters
+  // with requires_grad off): the same on every rank, so never averaged like
+  // BatchNorm statistics, and saved once with the parameters, not per rank.
+  // None for the zoo's models.
+  virtual std::vector<std::string> frozenParameterNames() const { return {}; }
+  // Tied tensors: (a second name, the name the tensor is registered under),
+  // as PyTorch's state_dict() lists a tensor reachable under two names.
+  virtual std::vector<std::pair<std::string, std::string>> tensorAliases() const { return {}; }
 };
 
 std::shared_ptr<ImageClassifierImpl> buildModel(const ModelOptions& options);

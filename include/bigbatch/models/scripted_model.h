@@ -26,7 +26,7 @@
 #include <torch/script.h>
 
 #include <string>
-#include <unordered_set>
+#include <unordered_map>
 #include <vector>
 
 #include "bigbatch/models/model_options.h"
@@ -60,6 +60,11 @@ class ScriptedClassifierImpl : public ImageClassifierImpl {
   // stays as it is.
   void saveForEvaluation(const std::string& path);
 
+  std::vector<std::string> frozenParameterNames() const override { return frozen_; }
+  std::vector<std::pair<std::string, std::string>> tensorAliases() const override {
+    return aliases_;
+  }
+
   // The TorchScript module; it shares the model's tensors.
   const torch::jit::Module& module() const { return module_; }
   const std::string& path() const { return path_; }
@@ -71,13 +76,15 @@ class ScriptedClassifierImpl : public ImageClassifierImpl {
     std::string name;
     torch::Tensor registered;
   };
-  void mirror(torch::nn::Module& into, const torch::jit::Module& from);
+  void mirror(torch::nn::Module& into, const torch::jit::Module& from, const std::string& prefix);
   void takeBackReplacedBuffers();
 
   std::string path_;
   torch::jit::Module module_;
   std::vector<BufferSlot> buffers_;
-  std::unordered_set<const void*> registered_;  // tensors mirrored so far
+  std::unordered_map<const void*, std::string> registered_;  // tensor -> the name it has
+  std::vector<std::string> frozen_;                          // parameters held as buffers
+  std::vector<std::pair<std::string, std::string>> aliases_;  // second name -> registered name
 };
 
 TORCH_MODULE(ScriptedClassifier);

@@ -1,0 +1,133 @@
+"""bigbatch's gradient exchange for PyTorch scripts.
+
+``import bigbatch_torch`` registers the torch.distributed backend
+"bigbatch": a script started with ``mpirun -np N python3 script.py`` then
+uses bigbatch's communicator and collectives (its allreduce algorithms and
+their online tuning, the shared-memory phase on a host, its timeouts and
+heartbeat) through ``dist.init_process_group("bigbatch")`` — DDP, its comm
+hooks and ordinary collectives alike — and bigbatch's own codecs as DDP
+comm hooks (``bigbatch_torch.hooks``). docs/TORCH_BACKEND.md has the
+whole story.
+
+Under mpirun the import also sets what ``init_process_group``'s default
+``env://`` start reads, from MPI's launch: RANK, WORLD_SIZE, LOCAL_RANK
+and LOCAL_WORLD_SIZE (where not set); and, where MASTER_ADDR is not set,
+the rendezvous yields bigbatch's MPI rendezvous store instead of a TCP
+store: the MPI launch has joined the ranks already.
+"""
+import atexit
+import importlib
+import os
+import sys
+import urllib.parse
+
+import torch
+import torch.distributed as dist
+
+from . import _C
+from ._rendezvous import MpiRendezvousStore, launched_by_mpi
+
+__all__ = ["hooks", "MpiRendezvousStore", "ProcessGroupBigbatch", "backend_of"]
+
+ProcessGroupBigbatch = _C.ProcessGroupBigbatch
+_TORCH_MAJOR = int(torch.__version__.split(".")[0])
+
+
+def _create(store, rank, size, timeout):
+    return _C.create(store, rank, size, timeout)
+
+
+if _TORCH_MAJOR >= 2:
+    # CUDA tensors reach the backend too, which refuses them naming the fix
+    # ("nccl", or "cpu:bigbatch,cuda:nccl"), rather than PyTorch's "no backend".
+    dist.Backend.register_backend("bigbatch", _create, devices=["cpu", "cuda"])
+else:
+    dist.Backend.register_backend("bigbatch", _create)
+
+
+def backend_of(group=None):
+    """The ProcessGroupBigbatch behind `group` (None: the default group)."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    if isinstance(pg, ProcessGroupBigbatch):
+        return pg
+    if hasattr(pg, "_get_backend"):  # PyTorch 2.x: a ProcessGroup over backends
+        backend = pg._get_backend(torch.device("cpu"))
+        if isinstance(backend, ProcessGroupBigbatch):
+            return backend
+    raise RuntimeError(
+        "this process group does not run the bigbatch backend: initialise it with "
+        'dist.init_process_group("bigbatch") (after import bigbatch_torch)')
+
+
+def _mpi_environment():
+    """RANK and WORLD_SIZE (and LOCAL_*) from Open MPI's launch, where unset."""
+    if not launched_by_mpi():
+        return
+    env = os.environ
+    for ours, mpi in (("RANK", "OMPI_COMM_WORLD_RANK"), ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE"),
+                      ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK"),
+                      ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE")):
+        if ours not in env and mpi in env:
+            env[ours] = env[mpi]
+
+
+def _env_rendezvous_through_mpi():
+    """init_process_group's env:// start, without MASTER_ADDR, under mpirun."""
+    # The module (torch.distributed's own `rendezvous` name is its function).
+    rdzv = importlib.import_module("torch.distributed.rendezvous")
+    handlers = getattr(rdzv, "_rendezvous_handlers", None)
+    if handlers is None or "env" not in handlers:
+        return  # another PyTorch layout: init_method="bigbatch://" still works
+    original = handlers["env"]
+
+    def env_or_mpi(url, timeout=None, **kwargs):
+        query = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query))
+        if not launched_by_mpi() and "RANK" not in os.environ and "rank" not in query:
+            raise ValueError(
+                "torch.distributed's env:// start found no RANK: the bigbatch backend takes its "
+                "ranks from MPI — start the script with mpirun -np N python3 SCRIPT (another "
+                "backend: set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, or use torchrun)")
+        if "MASTER_ADDR" in os.environ or not launched_by_mpi():
+            if timeout is None:
+                yield from original(url, **kwargs)
+            else:
+                yield from original(url, timeout=timeout, **kwargs)
+            return
+        yield from _mpi_rendezvous(url, timeout=timeout, **kwargs)
+
+    handlers["env"] = env_or_mpi
+
+
+def _mpi_rendezvous(url, timeout=None, **kwargs):
+    query = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query))
+    rank = int(query.get("rank", os.environ.get("RANK", -1)))
+    size = int(query.get("world_size", os.environ.get("WORLD_SIZE", -1)))
+    if rank < 0 or size < 1:
+        raise RuntimeError(
+            "bigbatch's MPI rendezvous: no rank and world size (RANK, WORLD_SIZE); start the "
+            "script with mpirun -np N")
+    store = MpiRendezvousStore(size)
+    yield (store, rank, size)
+    raise RuntimeError("bigbatch's MPI rendezvous cannot be used twice in one process")
+
+
+def _end_a_failed_job():
+    """At exit after a group failed: end the whole job instead of finalizing
+    MPI, which would wait for peers that may be gone or stopped."""
+    failure = _C.process_failure()
+    if failure:
+        print(f"bigbatch_torch: the process group failed ({failure}); ending every rank "
+              "of the job (MPI_Abort)", file=sys.stderr, flush=True)
+        _C.abort_job(1)
+
+
+_mpi_environment()
+_env_rendezvous_through_mpi()
+atexit.register(_end_a_failed_job)
+try:
+    from torch.distributed.rendezvous import register_rendezvous_handler
+    register_rendezvous_handler("bigbatch", _mpi_rendezvous)  # init_method="bigbatch://"
+except (RuntimeError, ImportError):
+    pass  # registered already (a reload), or a PyTorch without the call
+
+from . import hooks  # noqa: E402  (after the backend is registered)

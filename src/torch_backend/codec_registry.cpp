@@ -1,0 +1,169 @@
+#include "codec_registry.h"
+
+#include <fmt/format.h>
+
+#include "bigbatch/common/error.h"
+#include "gradient_codec.h"
+#include "powersgd_plan.h"
+
+namespace bigbatch::torch_backend {
+namespace {
+
+bool sameLayout(const std::vector<BucketSlot>& a, const std::vector<BucketSlot>& b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i].offset != b[i].offset || a[i].numel != b[i].numel || a[i].shape != b[i].shape ||
+        a[i].name != b[i].name) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// The parameter name a state key is about ("powersgd/q/NAME"); "" for the
+// step count.
+std::string paramOf(const std::string& key) {
+  const size_t slash = key.find('/', key.find('/') + 1);
+  return key == ddp_detail::kPowerSgdStepsKey || slash == std::string::npos
+             ? std::string()
+             : key.substr(slash + 1);
+}
+
+int64_t stepsIn(const CodecRegistry::NamedState& state) {
+  for (const auto& [key, value] : state) {
+    if (key == ddp_detail::kPowerSgdStepsKey) return value.item<int64_t>();
+  }
+  return -1;
+}
+
+}  // namespace
+
+CodecRegistry::CodecRegistry() = default;
+CodecRegistry::~CodecRegistry() = default;
+
+int CodecRegistry::add(const CodecSpec& spec) {
+  const std::lock_guard<std::mutex> lock(addMutex_);
+  hooks_.push_back(std::make_unique<Hook>());
+  hooks_.back()->spec = spec;
+  return static_cast<int>(hooks_.size()) - 1;
+}
+
+CodecRegistry::Hook& CodecRegistry::hook(int codec) {
+  const std::lock_guard<std::mutex> lock(addMutex_);
+  BIGBATCH_REQUIRE(codec >= 0 && codec < static_cast<int>(hooks_.size()), InvalidArgument,
+                   "no bigbatch comm hook {} on this process group; make the hook's state "
+                   "with bigbatch_torch.hooks on the group DDP uses",
+                   codec);
+  return *hooks_[static_cast<size_t>(codec)];
+}
+
+const CodecRegistry::Hook& CodecRegistry::hook(int codec) const {
+  return const_cast<CodecRegistry*>(this)->hook(codec);
+}
+
+void CodecRegistry::retire(Hook& h, BucketCodec& b) {
+  if (!b.codec) return;
+  for (auto& [key, value] : b.codec->state()) {
+    if (key == ddp_detail::kPowerSgdStepsKey) {
+      auto it = h.pool.find(key);
+      if (it == h.pool.end() || it->second.item<int64_t>() < value.item<int64_t>()) {
+        h.pool[key] = value;
+      }
+    } else {
+      h.pool[key] = value;
+    }
+  }
+  b.codec.reset();
+}
+
+void CodecRegistry::adopt(Hook& h, BucketCodec& b) {
+  NamedState mine;
+  for (const BucketSlot& slot : b.slots) {
+    for (auto it = h.pool.begin(); it != h.pool.end();) {
+      if (paramOf(it->first) == slot.name) {
+        mine.emplace_back(it->first, it->second);
+        it = h.pool.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  if (mine.empty()) return;  // a fresh start for these parameters
+  if (auto steps = h.pool.find(ddp_detail::kPowerSgdStepsKey); steps != h.pool.end()) {
+    mine.emplace_back(steps->first, steps->second);
+  }
+  b.codec->loadState(mine);
+}
+
+void CodecRegistry::exchange(int codec, int64_t bucket, const std::vector<BucketSlot>& slots,
+                             float* data, int64_t numel, ddp_detail::WireSum& wire,
+                             int worldSize) {
+  Hook& h = hook(codec);
+  BucketCodec& b = h.buckets[bucket];
+  if (!b.codec || !sameLayout(b.slots, slots)) {
+    retire(h, b);
+    std::vector<torch::Tensor> shapes;
+    std::vector<std::string> names;
+    for (const BucketSlot& slot : slots) {
+      shapes.push_back(torch::zeros(slot.shape));
+      names.push_back(slot.name);
+    }
+    DdpOptions options;
+    options.exchangeType = h.spec.wireType;
+    options.compression =
+        h.spec.powerSgd ? GradientCompression::kPowerSgd : GradientCompression::kNone;
+    options.powerSgd = h.spec.powerSgdOptions;
+    b.codec = ddp_detail::makeGradientCodec(options, shapes, names, worldSize);
+    b.slots = slots;
+    adopt(h, b);
+  }
+  Bucket layout;
+  for (size_t i = 0; i < slots.size(); ++i) {
+    layout.entries.push_back({i, slots[i].offset, slots[i].numel});
+  }
+  layout.numel = numel;
+  b.codec->exchange(0, layout, data, wire);
+}
+
+CodecRegistry::NamedState CodecRegistry::state(int codec) const {
+  const Hook& h = hook(codec);
+  std::map<std::string, torch::Tensor> all(h.pool.begin(), h.pool.end());
+  int64_t steps = stepsIn(NamedState(h.pool.begin(), h.pool.end()));
+  for (const auto& [bucket, b] : h.buckets) {
+    if (!b.codec) continue;
+    for (auto& [key, value] : b.codec->state()) {
+      if (key == ddp_detail::kPowerSgdStepsKey) {
+        steps = std::max(steps, value.item<int64_t>());
+      } else {
+        all[key] = value;
+      }
+    }
+  }
+  NamedState out(all.begin(), all.end());
+  out.erase(std::remove_if(out.begin(), out.end(),
+                           [](const auto& e) { return e.first == ddp_detail::kPowerSgdStepsKey; }),
+            out.end());
+  if (steps >= 0) out.emplace_back(ddp_detail::kPowerSgdStepsKey, torch::tensor({steps}));
+  return out;
+}
+
+void CodecRegistry::loadState(int codec, const NamedState& state) {
+  Hook& h = hook(codec);
+  h.pool.clear();
+  for (const auto& [key, value] : state) {
+    BIGBATCH_REQUIRE(key == ddp_detail::kPowerSgdStepsKey || !paramOf(key).empty(),
+                     InvalidArgument,
+                     "'{}' is not a bigbatch comm hook's state key (powersgd/steps, "
+                     "powersgd/q/<parameter>, powersgd/error/<parameter>): load the dict its "
+                     "state_dict() returned",
+                     key);
+    h.pool[key] = value;
+  }
+  // Every bucket's codec is made again at its next exchange, from the pool.
+  for (auto& [bucket, b] : h.buckets) {
+    b.codec.reset();
+    b.slots.clear();
+  }
+}
+
+}  // namespace bigbatch::torch_backend

@@ -1,0 +1,103 @@
+#include "collective_scheduler.h"
+
+#include "bigbatch/common/logging.h"
+
+namespace bigbatch::torch_backend {
+namespace {
+
+// The family of the completion whose callbacks this thread runs; -1: none.
+thread_local int64_t currentFamily = -1;
+
+}  // namespace
+
+CollectiveScheduler::CollectiveScheduler() : thread_([this] { loop(); }) {}
+
+void CollectiveScheduler::stop() {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  changed_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+CollectiveScheduler::~CollectiveScheduler() { stop(); }
+
+void CollectiveScheduler::submit(Task task) {
+  {
+    const std::lock_guard<std::mutex> lock(mutex_);
+    const int64_t family = currentFamily >= 0 ? currentFamily : nextFamily_++;
+    queue_.push_back({family, std::move(task)});
+  }
+  changed_.notify_all();
+}
+
+void CollectiveScheduler::completionQueued(int64_t family) {
+  const std::lock_guard<std::mutex> lock(mutex_);
+  ++callbacks_[family];
+}
+
+void CollectiveScheduler::callbacksStarted(int64_t family) { currentFamily = family; }
+
+void CollectiveScheduler::callbacksEnded(int64_t family) {
+  currentFamily = -1;
+  // Notified under the lock: the destructor may be waiting for this, and
+  // must not free the scheduler before this call is done with it.
+  const std::lock_guard<std::mutex> lock(mutex_);
+  if (--callbacks_[family] == 0) callbacks_.erase(family);
+  changed_.notify_all();
+}
+
+bool CollectiveScheduler::next(std::unique_lock<std::mutex>& lock, Queued& out) {
+  auto stuckSince = std::chrono::steady_clock::now();
+  for (;;) {
+    // The active family's next task, in issue order.
+    for (auto it = queue_.begin(); it != queue_.end(); ++it) {
+      if (it->family == active_) {
+        out = std::move(*it);
+        queue_.erase(it);
+        return true;
+      }
+    }
+    const bool activeRunning = active_ >= 0 && callbacks_.count(active_) > 0;
+    const bool stuck =
+        activeRunning && !queue_.empty() &&
+        std::chrono::steady_clock::now() - stuckSince >= kStuckWait;
+    if (!activeRunning || stuck) {
+      if (stuck && !warned_) {
+        warned_ = true;
+        log().warn("a collective's callback has waited {} s on something outside its own "
+                   "collectives; running the next ones (if the ranks' orders now differ, the "
+                   "call check names it)",
+                   kStuckWait.count());
+      }
+      if (!queue_.empty()) {  // the oldest family's first task
+        out = std::move(queue_.front());
+        queue_.pop_front();
+        active_ = out.family;
+        return true;
+      }
+    }
+    // Stopping: once nothing is queued and no callback may still queue more.
+    if (stopping_ && queue_.empty() && callbacks_.empty()) return false;
+    if (activeRunning || (stopping_ && !callbacks_.empty())) {
+      changed_.wait_for(lock, std::chrono::milliseconds(100));
+    } else {
+      changed_.wait(lock);
+      stuckSince = std::chrono::steady_clock::now();
+    }
+  }
+}
+
+void CollectiveScheduler::loop() {
+  std::unique_lock<std::mutex> lock(mutex_);
+  Queued q;
+  while (next(lock, q)) {
+    lock.unlock();
+    q.task(q.family);
+    q.task = nullptr;
+    lock.lock();
+  }
+}
+
+}  // namespace bigbatch::torch_backend

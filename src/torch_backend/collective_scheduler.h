@@ -1,0 +1,86 @@
+// The order in which the backend's communication thread runs collectives:
+// the same on every rank, also when collectives are issued from future
+// callbacks.
+//
+// Ranks must run collectives in the same order. A script issues them in
+// program order, but a comm hook also issues them from its futures'
+// callbacks — PyTorch's powerSGD_hook does, two per bucket, nested inside
+// callbacks that wait on them — and those callbacks run on completion
+// threads, racing the autograd thread that issues the next bucket's: an
+// arrival order could differ between ranks (gloo shares the hazard and
+// relies on timing). So each collective belongs to a family: one issued
+// outside any callback starts its own; one issued while a family's
+// callbacks run joins that family. The thread runs the oldest family to
+// the end — its own collectives, and every one its callbacks issue, in the
+// order they are issued — before the next family's first: a family ends
+// when it has nothing queued and none of its callbacks is still running.
+// Issue order within a family is program order on one thread, so the
+// whole order is the same on every rank.
+//
+// A callback that waits on something outside its family (a collective a
+// later family would issue) would hold this order forever: after
+// `kStuckWait` of such a wait with later families queued, the thread goes
+// on (warned once); if the ranks' orders then differ, the call check names
+// it (tensor_collectives.h) instead of mixing tensors.
+//
+// Threading: submit() from any thread; run() is the communication
+// thread's loop; callbacksStarted/Ended from completion threads.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <thread>
+
+namespace bigbatch::torch_backend {
+
+class CollectiveScheduler {
+ public:
+  static constexpr std::chrono::seconds kStuckWait{5};
+  using Task = std::function<void(int64_t family)>;
+
+  // Starts the communication thread.
+  CollectiveScheduler();
+  // Runs what is queued (and what its callbacks queue), then stops the
+  // thread; idempotent. The destructor calls it.
+  void stop();
+  ~CollectiveScheduler();
+  CollectiveScheduler(const CollectiveScheduler&) = delete;
+  CollectiveScheduler& operator=(const CollectiveScheduler&) = delete;
+
+  // Queues `task` in the calling thread's family (a new one outside
+  // callbacks); it runs on the communication thread with its family.
+  void submit(Task task);
+  // A completion of family `family` — a future whose callbacks will run —
+  // is handed to a completion thread (called on the communication thread,
+  // before the hand-off: the family is not over until it has run); the
+  // completion thread then joins the family while the callbacks run.
+  void completionQueued(int64_t family);
+  void callbacksStarted(int64_t family);
+  void callbacksEnded(int64_t family);
+
+ private:
+  struct Queued {
+    int64_t family;
+    Task task;
+  };
+  void loop();
+  // The next task to run, under the lock; false once stopping and empty.
+  bool next(std::unique_lock<std::mutex>& lock, Queued& out);
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Queued> queue_;              // guarded by mutex_, in submission order
+  std::map<int64_t, int> callbacks_;      // guarded by mutex_: family -> completions not over
+  int64_t nextFamily_ = 0;                // guarded by mutex_
+  int64_t active_ = -1;                   // guarded by mutex_: the family being run
+  bool stopping_ = false;                 // guarded by mutex_
+  bool warned_ = false;                   // guarded by mutex_
+  std::thread thread_;
+};
+
+}  // namespace bigbatch::torch_backend

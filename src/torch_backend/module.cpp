@@ -1,0 +1,159 @@
+// The Python module bigbatch_torch._C: the "bigbatch" backend's creator,
+// which torch.distributed calls from init_process_group (registered by
+// bigbatch_torch/__init__.py), and what bigbatch_torch.hooks needs of the
+// process group (its codecs). Nothing else of bigbatch is exposed.
+//
+// Threading: called from Python with the GIL held; every call that waits
+// for the communication thread releases it.
+#include <pybind11/chrono.h>
+#include <pybind11/functional.h>
+#include <pybind11/stl.h>
+#include <torch/extension.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "bigbatch/comm/mpi_communicator.h"
+#include "bigbatch/common/error.h"
+#include "process_group_bigbatch.h"
+
+namespace py = pybind11;
+
+namespace bigbatch::torch_backend {
+namespace {
+
+// Wait for every thread of the group without holding the GIL: a future's
+// Python callback may be waiting for it on a completion thread.
+void releaseGilToJoin(const std::function<void()>& join) {
+  if (PyGILState_Check()) {
+    py::gil_scoped_release release;
+    join();
+  } else {
+    join();
+  }
+}
+
+std::chrono::milliseconds timeoutFor(std::chrono::milliseconds given) {
+  if (const char* s = std::getenv("BIGBATCH_TIMEOUT_S"); s != nullptr && *s != '\0') {
+    char* end = nullptr;
+    const double seconds = std::strtod(s, &end);
+    BIGBATCH_REQUIRE(*end == '\0' && seconds > 0, InvalidArgument,
+                     "BIGBATCH_TIMEOUT_S='{}' is not a positive number of seconds", s);
+    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  }
+  return given;
+}
+
+c10::intrusive_ptr<ProcessGroupBigbatch> createGroup(
+    const c10::intrusive_ptr<::c10d::Store>& /*store: MPI is the rendezvous*/, int rank, int size,
+    std::chrono::milliseconds timeout) {
+  BIGBATCH_REQUIRE(MpiCommunicator::launchedByMpi(), InvalidArgument,
+                   "the bigbatch backend needs its ranks started by mpirun: mpirun -np N python3 "
+                   "SCRIPT (torchrun's env:// start is not supported; use backend \"gloo\" there)");
+  std::unique_ptr<Communicator> world = MpiCommunicator::world();
+  BIGBATCH_REQUIRE(size == world->size(), InvalidArgument,
+                   "a bigbatch process group of {} rank(s) in a job of {}: the bigbatch backend "
+                   "runs the default group of every rank; make subgroups with backend \"gloo\"",
+                   size, world->size());
+  // One group per process: MPI is entered by one thread at a time
+  // (MPI_THREAD_SERIALIZED), and each group has its communication thread.
+  BIGBATCH_REQUIRE(ProcessGroupBigbatch::liveGroups() == 0, InvalidArgument,
+                   "a second bigbatch process group in one process: the bigbatch backend runs "
+                   "one group (the default one); destroy it first, or use backend \"gloo\" for "
+                   "another");
+  setErrorRank(world->rank());
+  BackendOptions options;
+  options.timeout = timeoutFor(timeout);
+  if (const char* name = std::getenv("BIGBATCH_ALLREDUCE"); name != nullptr && *name != '\0') {
+    options.allreduce = name;
+  }
+  return c10::make_intrusive<ProcessGroupBigbatch>(std::move(world), rank, size, options);
+}
+
+}  // namespace
+
+}  // namespace bigbatch::torch_backend
+
+PYBIND11_MODULE(_C, m) {
+  using namespace bigbatch::torch_backend;
+  m.doc() = "bigbatch's torch.distributed backend (import bigbatch_torch, not this module)";
+  ProcessGroupBigbatch::setJoinGuard(releaseGilToJoin);
+  py::object base = py::module::import("torch._C._distributed_c10d").attr(kPythonBaseClass);
+  py::class_<ProcessGroupBigbatch, c10::intrusive_ptr<ProcessGroupBigbatch>>(
+      m, "ProcessGroupBigbatch", base)
+      .def("describe", &ProcessGroupBigbatch::describe)
+      .def(
+          "_add_codec",
+          [](ProcessGroupBigbatch& pg, const std::string& wire, bool powerSgd, int rank,
+             int64_t startStep, bool errorFeedback, bool warmStart, double minCompressionRate) {
+            CodecSpec spec;
+            BIGBATCH_REQUIRE(wire == "fp32" || wire == "fp16" || wire == "bf16",
+                             bigbatch::InvalidArgument,
+                             "wire '{}': a bigbatch comm hook sends fp32, fp16 or bf16", wire);
+            spec.wireType = wire == "fp16"   ? bigbatch::DataType::kFloat16
+                            : wire == "bf16" ? bigbatch::DataType::kBFloat16
+                                             : bigbatch::DataType::kFloat32;
+            spec.powerSgd = powerSgd;
+            spec.powerSgdOptions.rank = rank;
+            spec.powerSgdOptions.startStep = startStep;
+            spec.powerSgdOptions.errorFeedback = errorFeedback;
+            spec.powerSgdOptions.warmStart = warmStart;
+            spec.powerSgdOptions.minCompressionRate = minCompressionRate;
+            return pg.codecs().add(spec);
+          },
+          py::arg("wire"), py::arg("powersgd"), py::arg("rank"), py::arg("start_step"),
+          py::arg("error_feedback"), py::arg("warm_start"), py::arg("min_compression_rate"))
+      .def(
+          "_compressed_allreduce",
+          [](ProcessGroupBigbatch& pg, at::Tensor buffer, int codec, int64_t bucket,
+             const std::vector<std::tuple<int64_t, int64_t, std::vector<int64_t>, std::string>>&
+                 slots) {
+            std::vector<BucketSlot> layout;
+            for (const auto& [offset, numel, shape, name] : slots) {
+              layout.push_back({offset, numel, shape, name});
+            }
+            const c10::intrusive_ptr<::c10d::Work> work =
+                pg.compressedAllreduce(buffer, codec, bucket, std::move(layout));
+            return work;
+          },
+          py::arg("buffer"), py::arg("codec"), py::arg("bucket"), py::arg("slots"))
+      .def(
+          "_codec_state",
+          [](ProcessGroupBigbatch& pg, int codec) {
+            CodecRegistry::NamedState state;
+            {
+              py::gil_scoped_release release;
+              pg.runOnCommThread([&] { state = pg.codecs().state(codec); });
+            }
+            py::dict out;
+            for (const auto& [key, value] : state) out[py::str(key)] = value;
+            return out;
+          },
+          py::arg("codec"))
+      .def(
+          "_load_codec_state",
+          [](ProcessGroupBigbatch& pg, int codec, const std::map<std::string, at::Tensor>& dict) {
+            CodecRegistry::NamedState state(dict.begin(), dict.end());
+            py::gil_scoped_release release;
+            pg.runOnCommThread([&] { pg.codecs().loadState(codec, state); });
+          },
+          py::arg("codec"), py::arg("state"));
+  m.def(
+      "create",
+      [](const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
+         std::chrono::milliseconds timeout) { return createGroup(store, rank, size, timeout); },
+      py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
+      "The backend's creator (torch.distributed.Backend.register_backend): the group over "
+      "MPI's world, ranks and size from the MPI launch");
+  m.def("launched_by_mpi", &bigbatch::MpiCommunicator::launchedByMpi);
+  m.def("process_failure", &ProcessGroupBigbatch::processFailure,
+        "the first failure of a bigbatch group in this process; '' if none");
+  m.def(
+      "abort_job",
+      [](int code) {
+        std::fflush(stdout);
+        std::fflush(stderr);
+        MPI_Abort(MPI_COMM_WORLD, code);
+      },
+      py::arg("code"), "ends every rank of the job (MPI_Abort)");
+}

@@ -1,0 +1,376 @@
+#include "process_group_bigbatch.h"
+
+#include <fmt/format.h>
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <future>
+
+#include "bigbatch/common/error.h"
+#include "wire_sums.h"
+
+namespace bigbatch::torch_backend {
+namespace {
+
+std::atomic<int> live{0};
+std::mutex failureMutex;
+std::string failure;  // guarded by failureMutex
+
+std::function<void(const std::function<void()>&)>& joinGuard() {
+  static std::function<void(const std::function<void()>&)> guard;
+  return guard;
+}
+
+ReduceKind reduceKindOf(const ::c10d::ReduceOp& op, const char* collective) {
+  switch (static_cast<::c10d::ReduceOp::RedOpType>(op)) {
+    case ::c10d::ReduceOp::SUM: return ReduceKind::kSum;
+    case ::c10d::ReduceOp::AVG: return ReduceKind::kAvg;
+    case ::c10d::ReduceOp::MAX: return ReduceKind::kMax;
+    case ::c10d::ReduceOp::MIN: return ReduceKind::kMin;
+    case ::c10d::ReduceOp::PRODUCT: return ReduceKind::kProduct;
+    default:
+      BIGBATCH_THROW(InvalidArgument,
+                     "{} with ReduceOp {}: the bigbatch backend reduces with SUM, AVG, MAX, MIN "
+                     "and PRODUCT; use one of those (or backend \"gloo\" for bitwise ops)",
+                     collective, static_cast<int>(static_cast<::c10d::ReduceOp::RedOpType>(op)));
+  }
+}
+
+const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op) {
+  BIGBATCH_REQUIRE(tensors.size() == 1, InvalidArgument,
+                   "{} of {} tensors in one call: the bigbatch backend takes one tensor per call "
+                   "(one per process); pass a list of one",
+                   op, tensors.size());
+  return tensors[0];
+}
+
+}  // namespace
+
+void checkCpuTensor(const at::Tensor& t, const char* op) {
+  BIGBATCH_REQUIRE(t.defined(), InvalidArgument, "{} of an undefined tensor", op);
+  BIGBATCH_REQUIRE(!t.is_cuda(), InvalidArgument,
+                   "{} of a CUDA tensor ({}): the bigbatch backend sums CPU tensors (MPI and "
+                   "shared memory between processes); for CUDA tensors use backend \"nccl\" — in "
+                   "PyTorch 2.x both at once: init_process_group(\"cpu:bigbatch,cuda:nccl\")",
+                   op, t.device().str());
+  BIGBATCH_REQUIRE(t.device().is_cpu() && t.layout() == at::kStrided, InvalidArgument,
+                   "{} of a {} tensor on {}: the bigbatch backend takes dense CPU tensors", op,
+                   c10::toString(t.layout()), t.device().str());
+  switch (t.scalar_type()) {
+    case at::kFloat: case at::kDouble: case at::kHalf: case at::kBFloat16:
+    case at::kLong: case at::kInt: case at::kShort: case at::kChar: case at::kByte:
+    case at::kBool:
+      return;
+    default:
+      BIGBATCH_THROW(InvalidArgument,
+                     "{} of a {} tensor: the bigbatch backend carries float32, float64, float16, "
+                     "bfloat16, int64, int32, int16, int8, uint8 and bool; convert it (.to(...))",
+                     op, c10::toString(t.scalar_type()));
+  }
+}
+
+ProcessGroupBigbatch::ProcessGroupBigbatch(std::unique_ptr<Communicator> comm, int rank, int size,
+                                           BackendOptions options)
+    : BackendBase(rank, size), options_(std::move(options)), comm_(std::move(comm)) {
+  BIGBATCH_REQUIRE(comm_->rank() == rank && comm_->size() == size, InvalidArgument,
+                   "the process group is rank {} of {}, but MPI started this process as rank {} "
+                   "of {}: start the script with mpirun -np N and let bigbatch_torch set RANK "
+                   "and WORLD_SIZE (or set them to MPI's)",
+                   rank, size, comm_->rank(), comm_->size());
+  comm_->setTimeoutMs(options_.timeout.count());
+  AllreduceOptions ao;
+  ao.checkSignature = false;  // checkSameCall names each rank's call first
+  // Every collective with a deadline: a stopped peer raises a TimeoutError
+  // naming it in Python, which MPI_Allreduce (no deadline) could not.
+  ao.tuneWithMpi = false;
+  algorithm_ = makeAllreduce(options_.allreduce, ao);
+  if (options_.heartbeat) {
+    heartbeat_ = std::make_unique<Heartbeat>(*comm_);
+    Heartbeat* hb = heartbeat_.get();
+    // The heartbeat's pulse, and the backstop for a call that has no
+    // deadline of its own (every collective here has one and fails first,
+    // past the timeout): name the stalled peer and end the job.
+    const auto limit = options_.timeout + std::max<std::chrono::milliseconds>(
+                                              options_.timeout / 4, std::chrono::seconds(5));
+    pulse_ = std::make_unique<StallWatchdog>(
+        limit,
+        [this, hb](const std::string& operation, double seconds) {
+          std::fprintf(stderr,
+                       "bigbatch_torch: error: [rank %d] stall watchdog: %s has not finished "
+                       "after %.1f s; %s; ending every rank of the job\n",
+                       comm_->rank(), operation.c_str(), seconds,
+                       hb->describeLaggards(sequence_.load(), Heartbeat::kExchange).c_str());
+          std::fflush(stderr);
+          MPI_Abort(MPI_COMM_WORLD, 1);
+        },
+        [hb] { hb->pulse(); });
+  }
+  comm_->barrier();  // every rank is here: the group exists
+  completions_ = std::make_unique<CompletionPool>();
+  scheduler_ = std::make_unique<CollectiveScheduler>();
+  ++live;
+}
+
+int ProcessGroupBigbatch::liveGroups() { return live.load(); }
+
+std::string ProcessGroupBigbatch::processFailure() {
+  const std::lock_guard<std::mutex> lock(failureMutex);
+  return failure;
+}
+
+ProcessGroupBigbatch::~ProcessGroupBigbatch() {
+  // The communication thread finishes what was queued; a future's callback
+  // on the completion pool may need what the caller holds (Python's GIL).
+  auto stop = [this] {
+    scheduler_->stop();    // runs what is queued (the thread still uses scheduler_)
+    completions_.reset();  // runs the callbacks handed over
+    scheduler_.reset();
+    pulse_.reset();
+  };
+  if (joinGuard()) {
+    joinGuard()(stop);
+  } else {
+    stop();
+  }
+  --live;
+}
+
+void ProcessGroupBigbatch::setJoinGuard(std::function<void(const std::function<void()>&)> guard) {
+  joinGuard() = std::move(guard);
+}
+
+std::string ProcessGroupBigbatch::describe() const {
+  return fmt::format("bigbatch backend: rank {} of {} ({}, {} rank(s) on this host), allreduce "
+                     "{}, timeout {} s",
+                     comm_->rank(), comm_->size(), comm_->transportName(), comm_->localSize(),
+                     algorithm_->name(), options_.timeout.count() / 1000.0);
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::enqueue(::c10d::OpType type,
+                                                              const char* title,
+                                                              std::vector<at::Tensor> outputs,
+                                                              CallSignature call, Body body) {
+  auto work = c10::make_intrusive<BigbatchWork>(getRank(), type, title, std::move(outputs));
+  scheduler_->submit([this, work, call, body = std::move(body)](int64_t family) {
+    run(work, call, body, family);
+  });
+  return work;
+}
+
+void ProcessGroupBigbatch::complete(const c10::intrusive_ptr<BigbatchWork>& work,
+                                    std::exception_ptr error, int64_t family) {
+  work->finishRun(error);
+  scheduler_->completionQueued(family);
+  CollectiveScheduler* scheduler = scheduler_.get();
+  completions_->submit([work, error, family, scheduler] {
+    scheduler->callbacksStarted(family);
+    work->completeFuture(error);
+    scheduler->callbacksEnded(family);
+  });
+}
+
+void ProcessGroupBigbatch::run(const c10::intrusive_ptr<BigbatchWork>& work,
+                               const CallSignature& call, const Body& body, int64_t family) {
+  const int64_t seq = ++sequence_;
+  {
+    const std::lock_guard<std::mutex> lock(brokenMutex_);
+    if (!brokenBy_.empty()) {
+      complete(work,
+               std::make_exception_ptr(Error(fmt::format(
+                   "[rank {}] the bigbatch process group failed earlier and cannot run {}: {}",
+                   comm_->rank(), describeCall(call), brokenBy_))),
+               family);
+      return;
+    }
+  }
+  try {
+    if (heartbeat_) heartbeat_->beat(seq, Heartbeat::kExchange);
+    const std::string what = describeCall(call);
+    const StallWatchdog::Scope watched(pulse_.get(), StallWatchdog::kCommThread, what.c_str());
+    checkSameCall(*comm_, call);
+    body();
+    if (heartbeat_) heartbeat_->beat(seq, Heartbeat::kCompute);
+    complete(work, nullptr, family);
+  } catch (const std::exception&) {
+    std::exception_ptr error = explain(std::current_exception(), call);
+    try {
+      std::rethrow_exception(error);
+    } catch (const std::exception& explained) {
+      const std::lock_guard<std::mutex> lock(brokenMutex_);
+      if (brokenBy_.empty()) brokenBy_ = explained.what();
+      const std::lock_guard<std::mutex> process(failureMutex);
+      if (failure.empty()) failure = brokenBy_;
+    }
+    // The peers' waits end at once instead of at their deadline.
+    comm_->postError(brokenBy_);
+    complete(work, error, family);
+  }
+}
+
+std::exception_ptr ProcessGroupBigbatch::explain(std::exception_ptr error,
+                                                 const CallSignature& call) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const TimeoutError& e) {
+    std::string why = e.what();
+    if (heartbeat_) {
+      why += "; " + heartbeat_->describeLaggards(sequence_.load(), Heartbeat::kExchange);
+    }
+    return std::make_exception_ptr(
+        TimeoutError(fmt::format("{} (in {})", why, describeCall(call))));
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+void ProcessGroupBigbatch::runOnCommThread(const std::function<void()>& fn) {
+  std::promise<void> done;
+  scheduler_->submit([&](int64_t) {
+    try {
+      fn();
+      done.set_value();
+    } catch (...) {
+      done.set_exception(std::current_exception());
+    }
+  });
+  done.get_future().get();
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::allreduce(
+    std::vector<at::Tensor>& tensors, const ::c10d::AllreduceOptions& opts) {
+  at::Tensor t = single(tensors, "allreduce");
+  checkCpuTensor(t, "allreduce");
+  const ReduceKind kind = reduceKindOf(opts.reduceOp, "allreduce");
+  checkReducible(t, kind);
+  const CallSignature call{CollectiveKind::kAllreduce, static_cast<int64_t>(kind), t.numel(),
+                           static_cast<int64_t>(t.scalar_type())};
+  return enqueue(::c10d::OpType::ALLREDUCE, "bigbatch:all_reduce", {t}, call,
+                 [this, t, kind]() mutable { allreduceTensor(*comm_, *algorithm_, t, kind); });
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::broadcast(
+    std::vector<at::Tensor>& tensors, const ::c10d::BroadcastOptions& opts) {
+  at::Tensor t = single(tensors, "broadcast");
+  checkCpuTensor(t, "broadcast");
+  const int root = static_cast<int>(opts.rootRank);
+  const CallSignature call{CollectiveKind::kBroadcast, root, t.numel(),
+                           static_cast<int64_t>(t.scalar_type())};
+  return enqueue(::c10d::OpType::BROADCAST, "bigbatch:broadcast", {t}, call,
+                 [this, t, root]() mutable { broadcastTensor(*comm_, t, root); });
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::allgather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const ::c10d::AllgatherOptions&) {
+  const at::Tensor input = single(inputs, "allgather");
+  checkCpuTensor(input, "allgather");
+  BIGBATCH_REQUIRE(outputs.size() == 1, InvalidArgument,
+                   "allgather into {} output lists: the bigbatch backend takes one list (of one "
+                   "tensor per rank)",
+                   outputs.size());
+  std::vector<at::Tensor> out = outputs[0];
+  for (const at::Tensor& o : out) checkCpuTensor(o, "allgather");
+  const CallSignature call{CollectiveKind::kAllgather, static_cast<int64_t>(out.size()),
+                           input.numel(), static_cast<int64_t>(input.scalar_type())};
+  return enqueue(::c10d::OpType::ALLGATHER, "bigbatch:all_gather", out, call,
+                 [this, input, out]() mutable { allgatherTensor(*comm_, input, out); });
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::_allgather_base(
+    at::Tensor& output, at::Tensor& input, const ::c10d::AllgatherOptions&) {
+  checkCpuTensor(input, "all_gather_into_tensor");
+  checkCpuTensor(output, "all_gather_into_tensor");
+  BIGBATCH_REQUIRE(output.numel() == input.numel() * getSize() &&
+                       output.scalar_type() == input.scalar_type() && output.is_contiguous(),
+                   InvalidArgument,
+                   "all_gather_into_tensor: the output must be contiguous, of the input's type, "
+                   "with {} x {} elements (ranks x input); it has {}",
+                   getSize(), input.numel(), output.numel());
+  std::vector<at::Tensor> rows = output.view({getSize(), -1}).unbind(0);
+  const CallSignature call{CollectiveKind::kAllgather, getSize(), input.numel(),
+                           static_cast<int64_t>(input.scalar_type())};
+  at::Tensor in = input;
+  return enqueue(::c10d::OpType::_ALLGATHER_BASE, "bigbatch:_allgather_base", {output}, call,
+                 [this, in, rows]() mutable { allgatherTensor(*comm_, in, rows); });
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::reduce_scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const ::c10d::ReduceScatterOptions& opts) {
+  at::Tensor output = single(outputs, "reduce_scatter");
+  checkCpuTensor(output, "reduce_scatter");
+  BIGBATCH_REQUIRE(inputs.size() == 1, InvalidArgument,
+                   "reduce_scatter of {} input lists: the bigbatch backend takes one list (of one "
+                   "tensor per rank)",
+                   inputs.size());
+  std::vector<at::Tensor> in = inputs[0];
+  for (const at::Tensor& t : in) checkCpuTensor(t, "reduce_scatter");
+  const ReduceKind kind = reduceKindOf(opts.reduceOp, "reduce_scatter");
+  checkReducible(output, kind);
+  const CallSignature call{CollectiveKind::kReduceScatter, static_cast<int64_t>(kind),
+                           output.numel(), static_cast<int64_t>(output.scalar_type())};
+  return enqueue(::c10d::OpType::REDUCE_SCATTER, "bigbatch:reduce_scatter", {output}, call,
+                 [this, in, output, kind]() mutable {
+                   reduceScatterTensor(*comm_, in, output, kind);
+                 });
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::_reduce_scatter_base(
+    at::Tensor& output, at::Tensor& input, const ::c10d::ReduceScatterOptions& opts) {
+  checkCpuTensor(input, "reduce_scatter_tensor");
+  checkCpuTensor(output, "reduce_scatter_tensor");
+  BIGBATCH_REQUIRE(input.numel() == output.numel() * getSize() &&
+                       output.scalar_type() == input.scalar_type(),
+                   InvalidArgument,
+                   "reduce_scatter_tensor: the input must hold {} x {} elements (ranks x "
+                   "output) of the output's type; it has {}",
+                   getSize(), output.numel(), input.numel());
+  std::vector<at::Tensor> in = input.contiguous().view({getSize(), -1}).unbind(0);
+  const ReduceKind kind = reduceKindOf(opts.reduceOp, "reduce_scatter_tensor");
+  checkReducible(output, kind);
+  const CallSignature call{CollectiveKind::kReduceScatter, static_cast<int64_t>(kind),
+                           output.numel(), static_cast<int64_t>(output.scalar_type())};
+  at::Tensor out = output;
+  return enqueue(::c10d::OpType::_REDUCE_SCATTER_BASE, "bigbatch:_reduce_scatter_base", {output},
+                 call, [this, in, out, kind]() mutable {
+                   reduceScatterTensor(*comm_, in, out, kind);
+                 });
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::barrier(const ::c10d::BarrierOptions&) {
+  const CallSignature call{CollectiveKind::kBarrier, 0, 0, -1};
+  return enqueue(::c10d::OpType::BARRIER, "bigbatch:barrier", {}, call,
+                 [this] { comm_->barrier(); });
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::compressedAllreduce(
+    at::Tensor& buffer, int codec, int64_t bucketIndex, std::vector<BucketSlot> slots) {
+  checkCpuTensor(buffer, "a bigbatch comm hook's allreduce");
+  BIGBATCH_REQUIRE(buffer.scalar_type() == at::kFloat && buffer.is_contiguous(), InvalidArgument,
+                   "a bigbatch comm hook takes DDP's float32 buckets; this one is {} — keep the "
+                   "model's parameters in float32 (AMP computes in 16 bits, the gradients stay "
+                   "fp32)",
+                   c10::toString(buffer.scalar_type()));
+  for (const BucketSlot& s : slots) {
+    BIGBATCH_REQUIRE(s.offset >= 0 && s.offset + s.numel <= buffer.numel(), InvalidArgument,
+                     "a gradient at [{}, {}) lies outside its bucket of {} elements", s.offset,
+                     s.offset + s.numel, buffer.numel());
+  }
+  const CallSignature call{CollectiveKind::kCompressedAllreduce, codec, buffer.numel(),
+                           static_cast<int64_t>(buffer.scalar_type())};
+  at::Tensor b = buffer;
+  return enqueue(::c10d::OpType::ALLREDUCE, "bigbatch:hook_all_reduce", {b}, call,
+                 [this, b, codec, bucketIndex, slots]() mutable {
+                   ddp_detail::AllreduceWire wire(*comm_, *algorithm_);
+                   float* data = b.data_ptr<float>();
+                   codecs_.exchange(codec, bucketIndex, slots, data, b.numel(), wire,
+                                    comm_->size());
+                   // DDP's hooks hand back the mean. A plain loop: the
+                   // communication thread stays out of libtorch's OpenMP pool.
+                   const float n = static_cast<float>(comm_->size());
+                   for (int64_t i = 0; i < b.numel(); ++i) data[i] /= n;
+                 });
+}
+
+}  // namespace bigbatch::torch_backend

@@ -1,0 +1,141 @@
+// ProcessGroupBigbatch: the torch.distributed backend "bigbatch" — PyTorch
+// scripts, DDP and its comm hooks on bigbatch's communicator and
+// collectives (tensor_collectives.h) instead of gloo's. A c10d
+// ProcessGroup in PyTorch 1.13, a c10d Backend in 2.x (torch_api.h).
+//
+// Set-up, in this order: the communicator (MPI's world: ranks and size from
+// the MPI launch; the group's must agree), its timeout, the allreduce
+// ("auto": bigbatch's size and topology table with online tuning and the
+// shared-memory phase on a host; BIGBATCH_ALLREDUCE names another), the
+// heartbeat (every rank's progress in shared memory, mirrored across hosts:
+// a peer that stopped is named in the error), the communication thread.
+//
+// Each collective is checked on the caller's thread (CPU tensors of a
+// supported type: a CUDA tensor is refused, naming "nccl" — or in PyTorch
+// 2.x the per-device form "cpu:bigbatch,cuda:nccl" — as the fix), queued,
+// and run on the one communication thread in an order that is the same on
+// every rank (collective_scheduler.h: also for collectives issued from
+// future callbacks; DDP's buckets overlap its backward); its Work
+// completes there and its future on a CompletionPool thread. A failure (a peer gone past the timeout, a
+// mismatched call) fails that Work and every later one with its message:
+// the group is broken and the job must restart, as with gloo.
+//
+// Codecs (the comm hooks' work, codec_registry.h) run on the same thread.
+//
+// Threading: every public member from any thread; the communicator, the
+// allreduce and the codecs are touched only on the communication thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "bigbatch/collectives/allreduce.h"
+#include "bigbatch/comm/communicator.h"
+#include "bigbatch/ddp/heartbeat.h"
+#include "bigbatch/ddp/stall_watchdog.h"
+#include "bigbatch_work.h"
+#include "codec_registry.h"
+#include "collective_scheduler.h"
+#include "completion_pool.h"
+#include "tensor_collectives.h"
+#include "torch_api.h"
+
+namespace bigbatch::torch_backend {
+
+struct BackendOptions {
+  std::chrono::milliseconds timeout{std::chrono::minutes(30)};
+  std::string allreduce = "auto";  // allreduce.h's names
+  bool heartbeat = true;           // off: no shared-memory table (tests of many groups)
+};
+
+class ProcessGroupBigbatch : public BackendBase {
+ public:
+  // Over `comm` (owned), whose rank and size must be `rank` and `size`.
+  // Collective: every rank of the group constructs it.
+  ProcessGroupBigbatch(std::unique_ptr<Communicator> comm, int rank, int size,
+                       BackendOptions options);
+  ~ProcessGroupBigbatch() override;
+
+  const std::string getBackendName() const override { return "bigbatch"; }
+
+  c10::intrusive_ptr<::c10d::Work> allreduce(
+      std::vector<at::Tensor>& tensors,
+      const ::c10d::AllreduceOptions& opts = ::c10d::AllreduceOptions()) override;
+  c10::intrusive_ptr<::c10d::Work> broadcast(
+      std::vector<at::Tensor>& tensors,
+      const ::c10d::BroadcastOptions& opts = ::c10d::BroadcastOptions()) override;
+  c10::intrusive_ptr<::c10d::Work> allgather(
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+      const ::c10d::AllgatherOptions& opts = ::c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<::c10d::Work> _allgather_base(
+      at::Tensor& output, at::Tensor& input,
+      const ::c10d::AllgatherOptions& opts = ::c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<::c10d::Work> reduce_scatter(
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+      const ::c10d::ReduceScatterOptions& opts = ::c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<::c10d::Work> _reduce_scatter_base(
+      at::Tensor& output, at::Tensor& input,
+      const ::c10d::ReduceScatterOptions& opts = ::c10d::ReduceScatterOptions()) override;
+  c10::intrusive_ptr<::c10d::Work> barrier(
+      const ::c10d::BarrierOptions& opts = ::c10d::BarrierOptions()) override;
+
+  // A comm hook's bucket through codec `codec` (registered with
+  // codecs().add): the bucket's mean over the ranks, in place, as DDP
+  // expects a hook's future to hold it.
+  c10::intrusive_ptr<::c10d::Work> compressedAllreduce(at::Tensor& buffer, int codec,
+                                                       int64_t bucketIndex,
+                                                       std::vector<BucketSlot> slots);
+  CodecRegistry& codecs() { return codecs_; }
+  // Runs `fn` on the communication thread and waits (state of the codecs).
+  void runOnCommThread(const std::function<void()>& fn);
+
+  // The allreduce's name and the communicator's description, for the user.
+  std::string describe() const;
+  // Groups of this process not yet destroyed.
+  static int liveGroups();
+  // The first failure of any group of this process ("": none). Its peers
+  // may be gone: the process must end the job (MPI_Abort), not finalize MPI.
+  static std::string processFailure();
+  // Called around a blocking join in the destructor (the Python module
+  // releases the GIL there: a future's callback may be waiting for it).
+  static void setJoinGuard(std::function<void(const std::function<void()>&)> guard);
+
+ private:
+  using Body = std::function<void()>;
+  c10::intrusive_ptr<::c10d::Work> enqueue(::c10d::OpType type, const char* title,
+                                           std::vector<at::Tensor> outputs, CallSignature call,
+                                           Body body);
+  void run(const c10::intrusive_ptr<BigbatchWork>& work, const CallSignature& call,
+           const Body& body, int64_t family);
+  // wait() returns; the future's callbacks run on a completion thread, in
+  // the scheduler's family `family`.
+  void complete(const c10::intrusive_ptr<BigbatchWork>& work, std::exception_ptr error,
+                int64_t family);
+  std::exception_ptr explain(std::exception_ptr error, const CallSignature& call);
+
+  BackendOptions options_;
+  std::unique_ptr<Communicator> comm_;
+  std::unique_ptr<Allreduce> algorithm_;
+  std::unique_ptr<Heartbeat> heartbeat_;
+  std::unique_ptr<StallWatchdog> pulse_;  // pulses the heartbeat from its own thread
+  CodecRegistry codecs_;
+  // Stopped in this order: the scheduler (it may hand completions to the
+  // pool), then the pool (its callbacks report to the scheduler... which
+  // by then only counts).
+  std::unique_ptr<CompletionPool> completions_;
+  std::unique_ptr<CollectiveScheduler> scheduler_;
+  std::atomic<int64_t> sequence_{0};
+  std::mutex brokenMutex_;
+  std::string brokenBy_;  // guarded by brokenMutex_: the first failure's message
+};
+
+// Checks done on the caller's thread: a CPU tensor, dense, of a type the
+// collectives carry; names the fix otherwise.
+void checkCpuTensor(const at::Tensor& t, const char* op);
+
+}  // namespace bigbatch::torch_backend

@@ -1,0 +1,217 @@
+#include "tensor_collectives.h"
+
+#include <fmt/format.h>
+
+#include <optional>
+
+#include "bigbatch/collectives/collectives.h"
+#include "bigbatch/common/error.h"
+
+namespace bigbatch::torch_backend {
+namespace {
+
+// The floating-point types bigbatch's own allreduce sums.
+std::optional<DataType> floatWireType(at::ScalarType t) {
+  switch (t) {
+    case at::kFloat: return DataType::kFloat32;
+    case at::kDouble: return DataType::kFloat64;
+    case at::kHalf: return DataType::kFloat16;
+    case at::kBFloat16: return DataType::kBFloat16;
+    default: return std::nullopt;
+  }
+}
+
+const char* kindName(CollectiveKind k) {
+  switch (k) {
+    case CollectiveKind::kAllreduce: return "allreduce";
+    case CollectiveKind::kBroadcast: return "broadcast";
+    case CollectiveKind::kAllgather: return "allgather";
+    case CollectiveKind::kReduceScatter: return "reduce_scatter";
+    case CollectiveKind::kBarrier: return "barrier";
+    case CollectiveKind::kCompressedAllreduce: return "a bigbatch comm hook's allreduce";
+  }
+  return "?";
+}
+
+// Every rank's contiguous `t` as rows of [n, t.numel()], through one
+// allgather of bytes.
+at::Tensor gatherRows(Communicator& comm, const at::Tensor& t) {
+  const int n = comm.size();
+  const int64_t bytes = t.numel() * static_cast<int64_t>(t.element_size());
+  at::Tensor rows = at::empty({n, t.numel()}, t.options());
+  if (bytes == 0) return rows;
+  std::memcpy(static_cast<char*>(rows.data_ptr()) + comm.rank() * bytes, t.data_ptr(),
+              static_cast<size_t>(bytes));
+  allgather(comm, rows.data_ptr(), static_cast<size_t>(n * bytes), DataType::kUInt8,
+            /*checkSignature=*/false);
+  return rows;
+}
+
+// rows[0] (op) rows[1] (op) ... in rank order: the same bits on every rank.
+at::Tensor reduceRows(const at::Tensor& rows, ReduceKind kind) {
+  at::Tensor out = rows[0].clone();
+  for (int64_t r = 1; r < rows.size(0); ++r) {
+    const at::Tensor row = rows[r];
+    switch (kind) {
+      case ReduceKind::kSum:
+      case ReduceKind::kAvg:
+        out = out.scalar_type() == at::kBool ? out.logical_or(row) : out.add_(row);
+        break;
+      case ReduceKind::kProduct:
+        out = out.scalar_type() == at::kBool ? out.logical_and(row) : out.mul_(row);
+        break;
+      case ReduceKind::kMax: out = at::maximum(out, row); break;
+      case ReduceKind::kMin: out = at::minimum(out, row); break;
+    }
+  }
+  return out;
+}
+
+// Runs `fn` on a contiguous view of `tensor`, copying back if it had to copy.
+template <typename Fn>
+void onContiguous(at::Tensor& tensor, Fn fn) {
+  at::Tensor t = tensor.is_contiguous() ? tensor : tensor.contiguous();
+  fn(t);
+  if (!t.is_same(tensor)) tensor.copy_(t);
+}
+
+}  // namespace
+
+void checkReducible(const at::Tensor& t, ReduceKind kind) {
+  BIGBATCH_REQUIRE(kind != ReduceKind::kAvg || floatWireType(t.scalar_type()).has_value(),
+                   InvalidArgument,
+                   "ReduceOp.AVG of a {} tensor: the bigbatch backend averages floating-point "
+                   "tensors only (an integer mean would round); use ReduceOp.SUM and divide",
+                   c10::toString(t.scalar_type()));
+}
+
+const char* reduceKindName(ReduceKind kind) {
+  switch (kind) {
+    case ReduceKind::kSum: return "SUM";
+    case ReduceKind::kAvg: return "AVG";
+    case ReduceKind::kMax: return "MAX";
+    case ReduceKind::kMin: return "MIN";
+    case ReduceKind::kProduct: return "PRODUCT";
+  }
+  return "?";
+}
+
+std::string describeCall(const CallSignature& s) {
+  std::string what = kindName(s.kind);
+  switch (s.kind) {
+    case CollectiveKind::kAllreduce:
+    case CollectiveKind::kReduceScatter:
+      what += fmt::format(" ({})", reduceKindName(static_cast<ReduceKind>(s.detail)));
+      break;
+    case CollectiveKind::kBroadcast: what += fmt::format(" from rank {}", s.detail); break;
+    case CollectiveKind::kCompressedAllreduce: what += fmt::format(" (codec {})", s.detail); break;
+    default: break;
+  }
+  if (s.kind == CollectiveKind::kBarrier) return what;
+  const std::string type =
+      s.dtype >= 0 ? c10::toString(static_cast<at::ScalarType>(s.dtype)) : std::string("-");
+  return fmt::format("{} of {} {} element(s)", what, s.numel, type);
+}
+
+void checkSameCall(Communicator& comm, const CallSignature& mine) {
+  const int n = comm.size();
+  if (n == 1) return;
+  std::vector<int64_t> all(static_cast<size_t>(4 * n), 0);
+  int64_t* row = all.data() + 4 * comm.rank();
+  row[0] = static_cast<int64_t>(mine.kind);
+  row[1] = mine.detail;
+  row[2] = mine.numel;
+  row[3] = mine.dtype;
+  allgather(comm, all.data(), all.size(), DataType::kInt64, /*checkSignature=*/false);
+  bool same = true;
+  for (int r = 1; r < n && same; ++r) {
+    same = std::equal(all.begin(), all.begin() + 4, all.begin() + 4 * r);
+  }
+  if (same) return;
+  std::string calls;
+  for (int r = 0; r < n; ++r) {
+    const int64_t* v = all.data() + 4 * r;
+    const CallSignature s{static_cast<CollectiveKind>(v[0]), v[1], v[2], v[3]};
+    calls += fmt::format("{}rank {}: {}", r == 0 ? "" : "; ", r, describeCall(s));
+  }
+  BIGBATCH_THROW(MismatchError,
+                 "the ranks called different collectives — {} — every rank must make the same "
+                 "calls in the same order, with tensors of the same size and type",
+                 calls);
+}
+
+void allreduceTensor(Communicator& comm, Allreduce& algorithm, at::Tensor& tensor,
+                     ReduceKind kind) {
+  checkReducible(tensor, kind);
+  onContiguous(tensor, [&](at::Tensor& t) {
+    const auto wire = floatWireType(t.scalar_type());
+    if (wire && (kind == ReduceKind::kSum || kind == ReduceKind::kAvg)) {
+      algorithm.run(comm, t.data_ptr(), static_cast<size_t>(t.numel()), *wire);
+      if (kind == ReduceKind::kAvg) t.div_(comm.size());
+      return;
+    }
+    if (comm.size() == 1) return;
+    t.copy_(reduceRows(gatherRows(comm, t.view({-1})), kind).view_as(t));
+  });
+}
+
+void broadcastTensor(Communicator& comm, at::Tensor& tensor, int root) {
+  BIGBATCH_REQUIRE(root >= 0 && root < comm.size(), InvalidArgument,
+                   "broadcast from rank {}: the group has ranks 0..{}", root, comm.size() - 1);
+  onContiguous(tensor, [&](at::Tensor& t) {
+    broadcast(comm, t.data_ptr(), static_cast<size_t>(t.numel() * t.element_size()), root);
+  });
+}
+
+void allgatherTensor(Communicator& comm, const at::Tensor& input, std::vector<at::Tensor>& outputs) {
+  BIGBATCH_REQUIRE(static_cast<int>(outputs.size()) == comm.size(), InvalidArgument,
+                   "allgather into {} output tensor(s) on a group of {} rank(s): give one per rank",
+                   outputs.size(), comm.size());
+  for (const at::Tensor& o : outputs) {
+    BIGBATCH_REQUIRE(o.numel() == input.numel() && o.scalar_type() == input.scalar_type(),
+                     InvalidArgument,
+                     "allgather: an output tensor of {} {} element(s) for an input of {} {}; "
+                     "every output must match the input's size and type",
+                     o.numel(), c10::toString(o.scalar_type()), input.numel(),
+                     c10::toString(input.scalar_type()));
+  }
+  const at::Tensor rows = gatherRows(comm, input.contiguous().view({-1}));
+  for (size_t r = 0; r < outputs.size(); ++r) {
+    outputs[r].copy_(rows[static_cast<int64_t>(r)].view(outputs[r].sizes()));
+  }
+}
+
+void reduceScatterTensor(Communicator& comm, const std::vector<at::Tensor>& inputs,
+                         at::Tensor& output, ReduceKind kind) {
+  const int n = comm.size();
+  BIGBATCH_REQUIRE(static_cast<int>(inputs.size()) == n, InvalidArgument,
+                   "reduce_scatter of {} input tensor(s) on a group of {} rank(s): give one per "
+                   "rank",
+                   inputs.size(), n);
+  for (const at::Tensor& in : inputs) {
+    BIGBATCH_REQUIRE(in.numel() == output.numel() && in.scalar_type() == output.scalar_type(),
+                     InvalidArgument,
+                     "reduce_scatter: an input tensor of {} {} element(s) for an output of {} "
+                     "{}; every input must match the output's size and type",
+                     in.numel(), c10::toString(in.scalar_type()), output.numel(),
+                     c10::toString(output.scalar_type()));
+  }
+  checkReducible(output, kind);
+  const int64_t m = output.numel();
+  at::Tensor packed = at::empty({n * m}, output.options().memory_format(c10::nullopt));
+  for (int r = 0; r < n; ++r) packed.narrow(0, r * m, m).copy_(inputs[r].reshape({-1}));
+  const auto wire = floatWireType(output.scalar_type());
+  at::Tensor mine;
+  if (wire && (kind == ReduceKind::kSum || kind == ReduceKind::kAvg)) {
+    reduceScatter(comm, packed.data_ptr(), static_cast<size_t>(n * m), *wire,
+                  /*checkSignature=*/false);
+    mine = packed.narrow(0, comm.rank() * m, m);
+    if (kind == ReduceKind::kAvg) mine.div_(n);
+  } else {
+    const at::Tensor rows = gatherRows(comm, packed);  // [rank][chunk · m]
+    mine = reduceRows(rows.narrow(1, comm.rank() * m, m), kind);
+  }
+  output.copy_(mine.view(output.sizes()));
+}
+
+}  // namespace bigbatch::torch_backend

@@ -1,0 +1,156 @@
+#!/usr/bin/python3
+"""Every collective x dtype x op of the "bigbatch" backend against gloo's,
+in the same processes (mpirun -np N): the default group is bigbatch's, a
+gloo group over the same ranks (a TCP store on 127.0.0.1:MASTER_PORT) is
+the reference.
+
+Inputs are rank-derived small integers, exact in every dtype, so every sum,
+product, max and min is exact whatever the order, and the two backends must
+agree exactly (==), as must AVG with SUM / n (a power of two or not, the
+division is one rounding of an exact sum). Where gloo does not do an
+operation (AVG; reduce_scatter in PyTorch 1.13; some 16-bit ops), the
+expected value is computed directly. A second pass with random fp32 values
+compares to gloo within 2 ulps of the sum's magnitude times the ranks (the
+two sum in different orders on 3 ranks).
+
+Then what a user gets wrong and the group survives: a sparse tensor, AVG
+of integers (refused before anything is sent). (Complex tensors PyTorch
+itself sends as their real view.)
+
+  mpirun -np N /usr/bin/python3 collectives_test.py   (PYTHONPATH: the built bigbatch_torch)
+"""
+import os
+import sys
+import traceback
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+import bigbatch_torch  # noqa: E402
+
+TYPES = [torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int64, torch.uint8]
+OPS = {"SUM": dist.ReduceOp.SUM, "MAX": dist.ReduceOp.MAX, "MIN": dist.ReduceOp.MIN,
+       "PRODUCT": dist.ReduceOp.PRODUCT}
+failures = []
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+        print(f"[rank {dist.get_rank()}] FAIL: {what}", flush=True)
+
+
+def values(rank, n, dtype, count=33):
+    # 1..5 + rank: products of 3 ranks stay below 256 only for small values.
+    return ((torch.arange(count) % 5) + 1 + rank).to(dtype)
+
+
+def expected_reduce(n, dtype, op, count=33):
+    rows = [values(r, n, dtype, count).double() for r in range(n)]
+    out = rows[0].clone()
+    for row in rows[1:]:
+        out = {"SUM": out + row, "PRODUCT": out * row, "MAX": torch.maximum(out, row),
+               "MIN": torch.minimum(out, row)}[op]
+    return out.to(dtype) if dtype != torch.uint8 else (out % 256).to(dtype)
+
+
+def main():
+    dist.init_process_group("bigbatch", timeout=timedelta(seconds=20))
+    rank, n = dist.get_rank(), dist.get_world_size()
+    gloo = dist.new_group(backend="gloo")
+    if rank == 0:
+        print(bigbatch_torch.backend_of().describe(), flush=True)
+
+    for dtype in TYPES:
+        for name, op in OPS.items():
+            t = values(rank, n, dtype)
+            dist.all_reduce(t, op=op)
+            want = expected_reduce(n, dtype, name)
+            check(torch.equal(t, want), f"all_reduce {name} {dtype}: {t.tolist()} != {want.tolist()}")
+            # gloo as the reference where it runs this type and op
+            ref = values(rank, n, dtype)
+            try:
+                dist.all_reduce(ref, op=op, group=gloo)
+                check(torch.equal(t, ref), f"all_reduce {name} {dtype}: bigbatch != gloo")
+            except RuntimeError:
+                pass
+        if dtype.is_floating_point:
+            t = values(rank, n, dtype)
+            dist.all_reduce(t, op=dist.ReduceOp.AVG)
+            want = (expected_reduce(n, dtype, "SUM").double() / n).to(dtype)
+            check(torch.equal(t, want), f"all_reduce AVG {dtype}")
+
+        # broadcast from every root
+        for root in range(n):
+            t = values(rank, n, dtype)
+            dist.broadcast(t, src=root)
+            check(torch.equal(t, values(root, n, dtype)), f"broadcast {dtype} from {root}")
+
+        # all_gather, and into one tensor
+        outs = [torch.empty(33, dtype=dtype) for _ in range(n)]
+        dist.all_gather(outs, values(rank, n, dtype))
+        ref = [torch.empty(33, dtype=dtype) for _ in range(n)]
+        try:  # gloo's all_gather has no bfloat16
+            dist.all_gather(ref, values(rank, n, dtype), group=gloo)
+            check(all(torch.equal(a, b) for a, b in zip(outs, ref)), f"all_gather {dtype}")
+        except RuntimeError:
+            pass
+        check(all(torch.equal(outs[r], values(r, n, dtype)) for r in range(n)), f"all_gather {dtype} values")
+        flat = torch.empty(33 * n, dtype=dtype)
+        gather_into = getattr(dist, "all_gather_into_tensor", None) or dist._all_gather_base
+        gather_into(flat, values(rank, n, dtype))
+        check(torch.equal(flat, torch.cat([values(r, n, dtype) for r in range(n)])),
+              f"all_gather_into_tensor {dtype}")
+
+        # reduce_scatter: rank r sends values(r) * (c + 1) to rank c
+        for name in ("SUM", "MAX"):
+            op = OPS[name]
+            parts = [(values(rank, n, dtype).double() * (c + 1)).to(dtype) for c in range(n)]
+            out = torch.empty(33, dtype=dtype)
+            dist.reduce_scatter(out, parts, op=op)
+            want = parts[0].clone()
+            rows = [(values(r, n, dtype).double() * (rank + 1)) for r in range(n)]
+            acc = rows[0]
+            for row in rows[1:]:
+                acc = acc + row if name == "SUM" else torch.maximum(acc, row)
+            want = acc.to(dtype) if dtype != torch.uint8 else (acc % 256).to(dtype)
+            check(torch.equal(out, want), f"reduce_scatter {name} {dtype}")
+    dist.barrier()
+
+    # Random fp32 against gloo: the same to a few ulps of the sum.
+    g = torch.Generator().manual_seed(100 + rank)
+    x = torch.randn(100_003, generator=g)
+    a, b = x.clone(), x.clone()
+    dist.all_reduce(a)
+    dist.all_reduce(b, group=gloo)
+    scale = x.abs().max().item() * n
+    check((a - b).abs().max().item() <= 2 * n * torch.finfo(torch.float32).eps * scale,
+          f"random fp32 sum: max |bigbatch - gloo| = {(a - b).abs().max().item()}")
+
+    # What a user gets wrong, each one clear exception.
+    try:
+        dist.all_reduce(torch.zeros(4).to_sparse())
+        check(False, "a sparse allreduce ran")
+    except RuntimeError as e:
+        check("takes dense CPU tensors" in str(e), f"the sparse refusal: {e}")
+    try:
+        dist.all_reduce(torch.zeros(4, dtype=torch.int64), op=dist.ReduceOp.AVG)
+        check(False, "AVG of int64 ran")
+    except RuntimeError as e:
+        check("use ReduceOp.SUM and divide" in str(e), f"the integer AVG refusal: {e}")
+    dist.barrier()
+    dist.destroy_process_group()
+    if failures:
+        sys.exit(1)
+    if rank == 0:
+        print(f"collectives_test: ok ({len(TYPES)} dtypes on {n} ranks)", flush=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception:
+        traceback.print_exc()
+        sys.exit(1)

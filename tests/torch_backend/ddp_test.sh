@@ -1,0 +1,80 @@
+#!/bin/bash
+# An ordinary PyTorch DDP script (examples/torch_ddp/train.py: its own
+# DataLoader, model and optimizer, Fashion-MNIST) on the "bigbatch"
+# backend against gloo, the same script with only the backend changed:
+#   1. 200 steps on 2 ranks: the same loss at every step, bit for bit (DDP
+#      averages each bucket and a sum of two is exact in any order). On 3
+#      ranks the sums go in another order (bigbatch's shared-memory sum in
+#      rank order, gloo's ring): one ulp apart from step 2, which SGD with
+#      momentum amplifies (measured: 5e-7 at step 10, 5e-3 at step 40) — so
+#      the first 20 steps within 1e-5 (a wrong sum is off by the loss
+#      itself from step 2: the check that matters), and the last 100
+#      steps' mean loss within 10 % (both train alike; one run's 50-step
+#      means are ±5 % apart by batch noise alone)
+#   2. DDP comm hooks, 60 steps each: PyTorch's fp16_compress_hook and
+#      powerSGD_hook on bigbatch, and bigbatch's own hooks.fp16 and
+#      hooks.powersgd: every loss finite, the last 20 steps' mean below the
+#      first 20's; bigbatch's fp16 hook within 1e-4 of PyTorch's over the
+#      first 6 steps (both round the bucket to fp16, in other places: equal
+#      at steps 1-2, 5e-5 apart at step 6, then SGD amplifies it — 1e-2 by
+#      step 18)
+#   3. bigbatch's PowerSGD state through a checkpoint: 30 steps, saved
+#      (model, optimizer, the hook's state on each rank), resumed in a new
+#      job for 30 more — the same losses, bit for bit, as 60 steps at once
+#   ddp_test.sh PYTHONPATH
+set -u
+pythonpath=$1
+here=$(cd "$(dirname "$0")" && pwd)
+train="$here/../../examples/torch_ddp/train.py"
+dir=$(mktemp -d)
+trap 'rm -rf "$dir"' EXIT
+fail() { echo "FAIL: $*"; for f in "$dir"/*.out; do echo "== $f"; tail -20 "$f"; done; exit 1; }
+run() {  # run NAME RANKS ARGS...: the example under mpirun; its losses in NAME.log
+  local name=$1 n=$2; shift 2
+  MASTER_PORT=$((29600 + RANDOM % 300)) PYTHONPATH=$pythonpath \
+    timeout -k 5 300 mpirun --allow-run-as-root --oversubscribe -np "$n" \
+    /usr/bin/python3 "$train" --log "$dir/$name.log" "$@" >"$dir/$name.out" 2>&1 ||
+    fail "$name exited non-zero"
+}
+
+run gloo2 2 --backend gloo --steps 200
+run bigbatch2 2 --backend bigbatch --steps 200
+[ "$(wc -l <"$dir/bigbatch2.log")" -eq 200 ] || fail "bigbatch2 logged $(wc -l <"$dir/bigbatch2.log") steps"
+cmp "$dir/gloo2.log" "$dir/bigbatch2.log" || { diff "$dir/gloo2.log" "$dir/bigbatch2.log" | head; fail "2 ranks: the losses differ from gloo's"; }
+run gloo3 3 --backend gloo --steps 200
+run bigbatch3 3 --backend bigbatch --steps 200
+/usr/bin/python3 - "$dir/gloo3.log" "$dir/bigbatch3.log" <<'PY' || fail "3 ranks: the losses differ from gloo's"
+import sys
+a = [float(l.split()[1]) for l in open(sys.argv[1])]
+b = [float(l.split()[1]) for l in open(sys.argv[2])]
+early = max(abs(x - y) for x, y in zip(a[:20], b[:20]))
+late = abs(sum(a[-100:]) - sum(b[-100:])) / sum(a[-100:])
+print(f"3 ranks: first 20 steps max |loss difference| {early:.3g}; last 100 steps' mean "
+      f"{sum(a[-100:]) / 100:.4f} (gloo) and {sum(b[-100:]) / 100:.4f} (bigbatch)")
+assert len(a) == len(b) == 200 and early < 1e-5 and late < 0.10, (early, late)
+PY
+
+for hook in torch_fp16 torch_powersgd bigbatch_fp16 bigbatch_powersgd; do
+  run "$hook" 2 --backend bigbatch --hook "$hook" --steps 60
+done
+/usr/bin/python3 - "$dir" <<'PY' || fail "the hooks did not train"
+import math, sys
+d = sys.argv[1]
+loss = {h: [float(l.split()[1]) for l in open(f"{d}/{h}.log")]
+        for h in ("torch_fp16", "torch_powersgd", "bigbatch_fp16", "bigbatch_powersgd")}
+for h, v in loss.items():
+    first, last = sum(v[:20]) / 20, sum(v[-20:]) / 20
+    print(f"{h}: 60 steps, mean loss {first:.3f} -> {last:.3f}")
+    assert len(v) == 60 and all(math.isfinite(x) for x in v) and last < first, h
+worst = max(abs(a - b) for a, b in zip(loss["torch_fp16"][:6], loss["bigbatch_fp16"][:6]))
+print(f"bigbatch's fp16 hook against PyTorch's: first 6 steps max |loss difference| {worst:.3g}")
+assert worst < 1e-4, worst
+PY
+
+run straight 2 --backend bigbatch --hook bigbatch_powersgd --steps 60
+run first 2 --backend bigbatch --hook bigbatch_powersgd --steps 30 --save "$dir/ck"
+run second 2 --backend bigbatch --hook bigbatch_powersgd --steps 60 --resume "$dir/ck"
+cat "$dir/first.log" "$dir/second.log" >"$dir/resumed.log"
+cmp "$dir/straight.log" "$dir/resumed.log" || {
+  diff "$dir/straight.log" "$dir/resumed.log" | head; fail "the resumed PowerSGD run differs"; }
+echo "ddp_test: ok"

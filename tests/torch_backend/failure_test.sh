@@ -1,0 +1,90 @@
+#!/bin/bash
+# The "bigbatch" backend when something goes wrong, as a user meets it:
+#   kill      a rank SIGKILLed from outside once every rank has run 20
+#             allreduces (a marker each wrote): the job ends non-zero within
+#             TIMEOUT + 10 s, naming rank 1; no process is left
+#   stop      a rank SIGSTOPped the same way (alive to the kernel, silent):
+#             the survivor raises a Python exception naming rank 1 (the
+#             collective's deadline, the heartbeat's diagnosis), and the job
+#             ends within TIMEOUT + 10 s; no process is left
+#   mismatch  the ranks' 5th allreduce differs in size: every rank raises
+#             one exception naming each rank's call; the job ends
+#   nompi     the script started without mpirun: init_process_group
+#             raises, naming the fix
+# With HOSTS=2, kill and stop run across two emulated hosts
+# (scripts/emulated_cluster: one rank per network namespace).
+#   failure_test.sh PYTHONPATH MODE [HOSTS]
+set -u
+pythonpath=$1; mode=$2; hosts=${3:-1}
+here=$(cd "$(dirname "$0")" && pwd)
+cluster="$here/../../scripts/emulated_cluster"
+dir=$(mktemp -d)
+timeout_s=8
+limit=$((timeout_s + 10))
+fail() { echo "FAIL: $mode: $*"; cat "$dir/log" 2>/dev/null; exit 1; }
+trap 'pkill -9 -f "ranks_loop.py $dir" 2>/dev/null; rm -rf "$dir"' EXIT
+export PYTHONPATH=$pythonpath
+py=(/usr/bin/python3 "$here/ranks_loop.py" "$dir" "$timeout_s")
+
+if [ "$mode" = nompi ]; then
+  /usr/bin/python3 "$here/ranks_loop.py" "$dir" "$timeout_s" >"$dir/log" 2>&1 && fail "exited 0"
+  grep -q "start the script with mpirun -np N python3 SCRIPT" "$dir/log" ||
+    fail "the refusal does not name the fix"
+  echo "failure_test: ok nompi"; exit 0
+fi
+
+start_job() {  # start_job [MODE]: the job in the background; sets `job`
+  if [ "$hosts" -gt 1 ]; then
+    "$cluster" --hosts "$hosts" -- env PYTHONPATH="$pythonpath" "${py[@]}" "$@" >"$dir/log" 2>&1 &
+  else
+    mpirun --allow-run-as-root --oversubscribe -np 2 "${py[@]}" "$@" >"$dir/log" 2>&1 &
+  fi
+  job=$!
+}
+# ends_within SECONDS: the job ends in time (rc: its status); else it is killed.
+ends_within() {
+  local t0=$(date +%s.%N)
+  for _ in $(seq 1 $(($1 * 10))); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  if kill -0 "$job" 2>/dev/null; then kill -9 "$job"; pkill -9 -f "ranks_loop.py $dir"; return 1; fi
+  wait "$job"; rc=$?
+  elapsed=$(echo "$(date +%s.%N) - $t0" | bc)
+}
+nothing_left() {
+  sleep 0.5
+  pgrep -f "ranks_loop.py $dir" >/dev/null && fail "a rank outlived the job"
+  return 0
+}
+
+case "$mode" in
+  kill|stop)
+    start_job
+    for _ in $(seq 1 1200); do [ -f "$dir/ready-0" ] && [ -f "$dir/ready-1" ] && break; sleep 0.1; done
+    [ -f "$dir/ready-1" ] || fail "the ranks never ran 20 allreduces"
+    victim=$(pgrep -f "ranks_loop.py $dir" | while read -r p; do
+      tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && echo "$p"; done | head -1)
+    [ -n "$victim" ] || fail "rank 1's process not found"
+    [ "$mode" = kill ] && kill -9 "$victim" || kill -STOP "$victim"
+    ends_within "$limit" || fail "the job still ran $limit s after rank 1 was ${mode}ped"
+    [ "$rc" -ne 0 ] || fail "the job exited 0"
+    if [ "$mode" = stop ]; then
+      grep -q "Traceback" "$dir/log" || fail "no Python exception in the survivor"
+      grep -Eq "rank 1 (did not|stopped answering)|stopped answering: rank 1" "$dir/log" ||
+        fail "the exception does not name rank 1"
+    else
+      grep -Eq "rank 1 .*(signal 9|Killed)|process rank 1 .*exited on signal 9|rank 1 (did not|stopped answering)|stopped answering: rank 1" "$dir/log" ||
+        fail "the output does not name rank 1"
+    fi
+    nothing_left
+    ;;
+  mismatch)
+    start_job mismatch
+    ends_within "$limit" || fail "the job still ran $limit s after a mismatched call"
+    [ "$rc" -ne 0 ] || fail "the job exited 0"
+    grep -q "rank 0: allreduce (SUM) of 100 Float element(s); rank 1: allreduce (SUM) of 101 Float element(s)" \
+      "$dir/log" || fail "the exception does not name each rank's call"
+    nothing_left
+    ;;
+  *) echo "FAIL: unknown mode $mode"; exit 1 ;;
+esac
+cat "$dir/log" | tail -5
+echo "failure_test: ok $mode (hosts $hosts, ended ${elapsed:-?} s after)"

@@ -1,0 +1,31 @@
+// A resume on another world size carries PowerSGD's error memory over
+// (model_state.h, carriedCodecState): each new rank takes 1/N of the old
+// ranks' sum, so what compression owes the run — the sum of the ranks'
+// errors — is kept; Q and the step count are rank 0's.
+#include <gtest/gtest.h>
+
+#include "model_state.h"
+
+namespace bigbatch::train_detail {
+namespace {
+
+TEST(CodecCarry, TheNewRanksErrorMemoriesAddUpToTheOldOnes) {
+  const torch::Tensor q = torch::randn({5, 2});
+  std::vector<NamedTensors> old;
+  for (int r = 0; r < 3; ++r) {
+    old.push_back({{"powersgd/steps", torch::tensor({int64_t{7}})},
+                   {"powersgd/q/w", r == 0 ? q : torch::randn({5, 2})},
+                   {"powersgd/error/w", torch::full({6, 5}, r + 1.0f)}});
+  }
+  const NamedTensors carried = carriedCodecState(old, 2);
+  ASSERT_EQ(carried.size(), 3u);
+  for (const auto& [name, value] : carried) {
+    if (name == "powersgd/q/w") EXPECT_TRUE(torch::equal(value, q));
+    if (name == "powersgd/steps") EXPECT_EQ(value.item<int64_t>(), 7);
+    // (1 + 2 + 3) / 2 on each of 2 ranks: 6 in all, as before.
+    if (name == "powersgd/error/w") EXPECT_TRUE(torch::equal(value, torch::full({6, 5}, 3.0f)));
+  }
+}
+
+}  // namespace
+}  // namespace bigbatch::train_detail
