@@ -1,8 +1,12 @@
 #include "bigbatch/launch/launch_workers.h"
 
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <optional>
+#include <atomic>
 #include <cerrno>
 #include <climits>
 #include <cstdlib>
@@ -12,6 +16,8 @@
 #include "bigbatch/comm/mpi_communicator.h"
 #include "bigbatch/common/cpu_affinity.h"
 #include "bigbatch/common/error.h"
+#include "failure_reader.h"
+#include "job_process.h"
 
 namespace bigbatch {
 namespace {
@@ -127,19 +133,50 @@ std::vector<std::string> argumentsWithout(int argc, char** argv,
   return out;
 }
 
-void launchWorkers(int workers, int threadsPerRank, int argc, char** argv) {
-  std::vector<std::string> args =
+namespace {
+// The job's process group, for the handler below.
+std::atomic<pid_t> jobGroup{0};
+void forwardToJob(int signal) {
+  if (const pid_t group = jobGroup.load(); group > 0) kill(-group, signal == SIGHUP ? SIGTERM : signal);
+}
+}  // namespace
+
+int launchWorkers(int workers, int threadsPerRank, int argc, char** argv) {
+  const std::vector<std::string> args =
       workerLaunch(workers, threadsPerRank, argumentsWithout(argc, argv, {"--workers"}, {}));
-  std::vector<char*> cargs;
-  for (auto& a : args) cargs.push_back(a.data());
-  cargs.push_back(nullptr);
   std::fflush(stdout);
   std::fflush(stderr);
-  execvp(cargs[0], cargs.data());
-  BIGBATCH_THROW(IoError,
-                 "cannot start '{}' for {} workers: {}; install openmpi-bin (scripts/setup), "
-                 "correct {}, or run with --workers 1",
-                 args[0], workers, std::strerror(errno), kMpirunEnv);
+  // Signals that end the job go to it (mpirun, in a group of its own, ends
+  // its ranks); blocked until the group is known, so none is lost between.
+  std::optional<launch_detail::TerminationSignalsBlocked> blocked;
+  blocked.emplace();
+  struct sigaction forward {};
+  forward.sa_handler = forwardToJob;
+  sigemptyset(&forward.sa_mask);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &forward, nullptr);
+  const launch_detail::JobProcess job = launch_detail::startJobProcess(
+      args, blocked->previous(),
+      fmt::format("install openmpi-bin (scripts/setup), correct {}, or run with --workers 1",
+                  kMpirunEnv));
+  launch_detail::FailureReader reader(job.stderrFd);
+  jobGroup = job.pid;
+  blocked.reset();
+  int wstatus = 0;
+  while (waitpid(job.pid, &wstatus, 0) < 0 && errno == EINTR) {
+  }
+  // mpirun's last words, then ours; a rank that outlived mpirun and still
+  // holds the pipe does not keep this process waiting past 10 s.
+  reader.finish(std::chrono::seconds(10));
+  jobGroup = 0;
+  const int status = WIFSIGNALED(wstatus) ? 128 + WTERMSIG(wstatus) : WEXITSTATUS(wstatus);
+  if (status != 0 && !reader.reason().empty()) {
+    // mpirun's own report (its help text, the lines of an aborting job)
+    // comes after the ranks' messages; the cause goes last, where a user
+    // looks.
+    std::fprintf(stderr, "bigbatch: the job failed (exit status %d); its first error: %s\n",
+                 status, reader.reason().c_str());
+  }
+  return status;
 }
 
 void pinLaunchedRank() {

@@ -5,6 +5,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -27,6 +28,8 @@
 #include "bigbatch/launch/job_mlperf_log.h"
 #include "bigbatch/launch/launch_workers.h"
 #include "bigbatch/launch/worker_placement.h"
+#include "failure_reader.h"
+#include "job_process.h"
 
 namespace bigbatch {
 namespace {
@@ -47,24 +50,6 @@ void forwardToJob(int signal) {
     kill(-group, signal == SIGHUP ? SIGTERM : signal);
   }
 }
-
-// The signals forwardToJob handles, blocked while an attempt is being
-// started: one that arrives then is delivered once the attempt's group is
-// known (and forwarded to it), or, before the fork, stops the start.
-class TerminationSignalsBlocked {
- public:
-  TerminationSignalsBlocked() {
-    sigset_t set;
-    sigemptyset(&set);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
-    sigprocmask(SIG_BLOCK, &set, &old_);
-  }
-  ~TerminationSignalsBlocked() { sigprocmask(SIG_SETMASK, &old_, nullptr); }
-  const sigset_t& previous() const { return old_; }
-
- private:
-  sigset_t old_;
-};
 
 // "HOST:PID:START" of this process (supervision_env.h, kSupervisorEnv).
 std::string supervisorIdentity() {
@@ -107,62 +92,6 @@ std::string describeStatus(int wstatus, int& status) {
   }
   return fmt::format("exit status {}", status);
 }
-
-// What the attempt's messages say about its failure, read from mpirun's
-// stderr while it is passed on to ours: bigbatch's errors name their rank
-// ("[rank 1] ..."), mpirun names a process that died ("process rank 1 with
-// PID 0 on node h1 exited on signal 9").
-class FailureReader {
- public:
-  explicit FailureReader(int fd) : fd_(fd), thread_([this] { pump(); }) {}
-  ~FailureReader() {
-    if (thread_.joinable()) thread_.join();
-  }
-  // After every writer is gone (the pipe at EOF).
-  void into(Failure& f) {
-    thread_.join();
-    ::close(fd_);
-    f.rank = rank_;
-    f.host = host_;
-    f.reason = reason_;
-  }
-
- private:
-  void pump() {
-    std::string pending;
-    char buf[4096];
-    for (;;) {
-      const ssize_t n = ::read(fd_, buf, sizeof buf);
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) break;
-      (void)!::write(STDERR_FILENO, buf, static_cast<size_t>(n));
-      pending.append(buf, static_cast<size_t>(n));
-      for (size_t end; (end = pending.find('\n')) != std::string::npos;) {
-        scan(pending.substr(0, end));
-        pending.erase(0, end + 1);
-      }
-    }
-    if (!pending.empty()) scan(pending);
-  }
-  void scan(const std::string& line) {
-    static const std::regex mpiRank(R"(process rank (\d+) .*on node (\S+))");
-    std::smatch m;
-    if (rank_ < 0 && std::regex_search(line, m, mpiRank)) {
-      rank_ = std::stoi(m[1]);
-      host_ = m[2];
-    }
-    if (reason_.empty() && line.rfind("bigbatch: ", 0) == 0 &&
-        line.find("error") != std::string::npos) {
-      reason_ = line;
-      if (rank_ < 0) rank_ = failedRankIn(line);
-    }
-  }
-
-  int fd_;
-  int rank_ = -1;
-  std::string host_, reason_;
-  std::thread thread_;
-};
 
 // The step of the checkpoint `latest` names (ckpt-<step>.pt); -1 when none.
 int64_t newestCheckpointStep(const std::string& dir) {
@@ -232,37 +161,19 @@ void endAttempt(pid_t group) {
 std::optional<int> runAttempt(const std::vector<std::string>& command, int workers, Failure& f) {
   std::fflush(stdout);
   std::fflush(stderr);
-  std::optional<TerminationSignalsBlocked> blocked;
+  std::optional<launch_detail::TerminationSignalsBlocked> blocked;
   blocked.emplace();
   if (interruptedBy != 0) return std::nullopt;
-  int errPipe[2];
-  BIGBATCH_REQUIRE(pipe(errPipe) == 0, IoError, "cannot make a pipe: {}", std::strerror(errno));
-  const pid_t parent = getpid();
-  const pid_t child = fork();
-  BIGBATCH_REQUIRE(child >= 0, IoError, "cannot fork the job's launcher: {}", std::strerror(errno));
-  if (child == 0) {
-    // The job does not outlive its supervisor (a SIGKILL, the OOM killer):
-    // mpirun gets SIGTERM when this thread's process is gone, and ends the
-    // ranks it started (the ranks also watch the supervisor themselves:
-    // src/train/supervisor_watch.h).
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(128 + SIGTERM);  // gone before prctl took hold
-    sigprocmask(SIG_SETMASK, &blocked->previous(), nullptr);
-    setpgid(0, 0);
-    dup2(errPipe[1], STDERR_FILENO);
-    ::close(errPipe[0]);
-    ::close(errPipe[1]);
-    std::vector<char*> args;
-    for (const auto& a : command) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    std::fprintf(stderr, "bigbatch: error: cannot start '%s' for %d workers: %s\n", args[0],
-                 workers, std::strerror(errno));
-    _exit(127);
-  }
-  setpgid(child, child);  // also here: no race with a signal before the child's own call
-  ::close(errPipe[1]);
-  FailureReader reader(errPipe[0]);
+  // The job does not outlive its supervisor (a SIGKILL, the OOM killer):
+  // mpirun gets SIGTERM when this process is gone, and ends the ranks it
+  // started (the ranks also watch the supervisor themselves:
+  // src/train/supervisor_watch.h).
+  const launch_detail::JobProcess job = launch_detail::startJobProcess(
+      command, blocked->previous(),
+      fmt::format("install openmpi-bin (scripts/setup) or correct {} to start {} workers",
+                  kMpirunEnv, workers));
+  const pid_t child = job.pid;
+  launch_detail::FailureReader reader(job.stderrFd);
   runningGroup = child;
   blocked.reset();  // a signal that came meanwhile is delivered now, and forwarded
   int wstatus = 0;
@@ -270,7 +181,10 @@ std::optional<int> runAttempt(const std::vector<std::string>& command, int worke
   }
   endAttempt(child);
   runningGroup = 0;
-  reader.into(f);
+  reader.finish();
+  f.rank = reader.rank();
+  f.host = reader.host();
+  f.reason = reader.reason();
   return wstatus;
 }
 
@@ -439,14 +353,37 @@ void checkWorldsKeepBatch(const SupervisorSettings& s) {
   }
 }
 
+// What superviseWorkers changes in its process, put back when it returns
+// (a second supervision in one process — a test — starts as the first did).
+class SupervisionScope {
+ public:
+  SupervisionScope() {
+    interruptedBy = 0;
+    prctl(PR_GET_CHILD_SUBREAPER, &wasSubreaper_);
+    // Orphans of an attempt (a rank whose daemon died first) become this
+    // process's children instead of init's, for endAttempt to end and reap.
+    prctl(PR_SET_CHILD_SUBREAPER, 1);
+    struct sigaction forward {};
+    forward.sa_handler = forwardToJob;
+    sigemptyset(&forward.sa_mask);
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &forward, &previous_[i]);
+  }
+  ~SupervisionScope() {
+    for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &previous_[i], nullptr);
+    prctl(PR_SET_CHILD_SUBREAPER, wasSubreaper_);
+    for (const char* name : {kSupervisorEnv, kStepFileEnv, kRestartCountEnv}) unsetenv(name);
+  }
+  SupervisionScope(const SupervisionScope&) = delete;
+  SupervisionScope& operator=(const SupervisionScope&) = delete;
+
+ private:
+  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
+  int wasSubreaper_ = 0;
+  std::array<struct sigaction, 3> previous_{};
+};
+
 int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
-  // Orphans of an attempt (a rank whose daemon died first) become this
-  // process's children instead of init's, for endAttempt to end and reap.
-  prctl(PR_SET_CHILD_SUBREAPER, 1);
-  struct sigaction forward {};
-  forward.sa_handler = forwardToJob;
-  sigemptyset(&forward.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &forward, nullptr);
+  const SupervisionScope scope;
   setenv(kSupervisorEnv, supervisorIdentity().c_str(), 1);
   // Where the workers run, to leave a lost one's slot out (worker_placement.h).
   std::string unplaced;

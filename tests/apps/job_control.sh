@@ -1,20 +1,40 @@
 # Sourced by the tests that act on a running `bigbatch train --workers N`
 # job from outside, as a user or a scheduler would.
 
+# job_ranks LAUNCHER_PID: the pids of the job's ranks, oldest first — the
+# launcher's descendants that MPI started as ranks (OMPI_COMM_WORLD_RANK in
+# their environment). The launcher runs mpirun as its child, and mpirun
+# the ranks; matching by command line could hit another test's bigbatch.
+job_ranks() {
+  local queue=("$1") pid child
+  while [ ${#queue[@]} -gt 0 ]; do
+    pid=${queue[0]}; queue=("${queue[@]:1}")
+    for child in $(pgrep -P "$pid"); do
+      queue+=("$child")
+      tr '\0' '\n' <"/proc/$child/environ" 2>/dev/null | grep -q '^OMPI_COMM_WORLD_RANK=' &&
+        echo "$child"
+    done
+  done | sort -n
+}
+
+# newest_rank LAUNCHER_PID: sets `victim` (the newest rank's pid) and
+# `victim_rank` (its MPI rank); returns 1 when the job has no rank.
+newest_rank() {
+  victim=$(job_ranks "$1" | tail -n 1)
+  [ -n "$victim" ] || return 1
+  victim_rank=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+}
+
 # signal_a_rank LAUNCHER_PID LOG SIGNAL: waits until training has started
 # (the first exchange logged "allreduce:" to LOG), then sends SIGNAL to one
-# rank; sets `victim` (its pid) and `victim_rank` (its MPI rank). The
-# launcher became mpirun (same PID) and its newest child is a rank
-# (matching by command line could hit another test's bigbatch).
+# rank; sets `victim` (its pid) and `victim_rank` (its MPI rank).
 signal_a_rank() {
   local launcher=$1 log=$2 signal=$3
   for _ in $(seq 1 600); do
     grep -q "allreduce:" "$log" 2>/dev/null && break
     sleep 0.1
   done
-  victim=$(pgrep -P "$launcher" -n)
-  [ -n "$victim" ] || return 1
-  victim_rank=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+  newest_rank "$launcher" || return 1
   kill -"$signal" "$victim"
 }
 
@@ -25,16 +45,16 @@ signal_a_rank() {
 # Nothing here waits for a time: the job is at the same step on a machine
 # of any speed.
 signal_paused_rank() {
-  local launcher=$1 pause=$2 signal=$3 ranks
+  local launcher=$1 pause=$2 signal=$3 ranks paused=0
   for _ in $(seq 1 1200); do
     ranks=$(ls "$pause" 2>/dev/null | grep -c '^paused-rank-')
-    [ "$ranks" -ge 2 ] && [ "$ranks" -ge "$(pgrep -P "$launcher" | wc -l)" ] && break
+    [ "$ranks" -ge 2 ] && [ "$ranks" -ge "$(job_ranks "$launcher" | wc -l)" ] && { paused=1; break; }
     kill -0 "$launcher" 2>/dev/null || return 1
     sleep 0.1
   done
-  victim=$(pgrep -P "$launcher" -n)
-  [ -n "$victim" ] || return 1
-  victim_rank=$(tr '\0' '\n' <"/proc/$victim/environ" | sed -n 's/^OMPI_COMM_WORLD_RANK=//p')
+  # Not every rank paused in 120 s: a hang to report, not a rank to signal.
+  [ "$paused" -eq 1 ] || { echo "signal_paused_rank: the ranks did not all pause in 120 s" >&2; return 1; }
+  newest_rank "$launcher" || return 1
   kill -"$signal" "$victim"
   rm -f "$pause"/paused-rank-*
 }

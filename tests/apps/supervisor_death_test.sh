@@ -3,8 +3,11 @@
 # whatever ends it. A 2-worker job pauses both ranks at step 3 (fault.kind =
 # pause: a state the job reports, so nothing here depends on the machine's
 # speed), and then:
-#   1. the supervisor is SIGKILLed (as the OOM killer would): mpirun gets
-#      SIGTERM from the kernel (PR_SET_PDEATHSIG) and ends the ranks;
+#   1. the supervisor is SIGKILLed (as the OOM killer would): the job ends
+#      (mpirun gets SIGTERM from the kernel, PR_SET_PDEATHSIG, and the
+#      ranks see their supervisor gone: either alone would do; each alone is
+#      shown by launch_test's JobProcess.TheJobGetsSigtermWhenItsStarterIsKilled
+#      and train_test's SupervisorWatch test);
 #   2. the supervisor and mpirun are SIGKILLed together: the ranks see
 #      their supervisor gone (BIGBATCH_SUPERVISOR, a pidfd) and end
 #      themselves (what they say goes to mpirun's pipe, gone with it:
@@ -48,7 +51,7 @@ gone() {
 start killed
 kill -9 "$sup"
 gone killed
-echo "1. supervisor SIGKILLed: mpirun and both ranks ended"
+echo "1. supervisor SIGKILLed: the job ended"
 
 start both
 mpirun_pid=$(pgrep -P "$sup" | head -1)

@@ -1,5 +1,5 @@
-// `bigbatch train ... --workers N` on one machine: re-executes the same
-// command under `mpirun -np N`, so a user never types mpirun.
+// `bigbatch train ... --workers N` on one machine: runs the same command
+// under `mpirun -np N`, so a user never types mpirun.
 //
 // CPUs: each rank gets T threads (run.threads, or the CPUs this process may
 // use ÷ N) and, when N·T CPUs are there, its own T of them: mpirun starts
@@ -56,10 +56,14 @@ std::vector<std::string> argumentsWithout(int argc, char** argv,
                                           const std::vector<std::string>& withValue,
                                           const std::vector<std::string>& flags);
 
-// Replaces this process with mpirun running argv (minus --workers) on
-// `workers` local ranks; `threadsPerRank` 0 means CPUs ÷ workers. Returns
-// only on failure (throws IoError).
-[[noreturn]] void launchWorkers(int workers, int threadsPerRank, int argc, char** argv);
+// Runs mpirun with argv (minus --workers) on `workers` local ranks and
+// waits for it; `threadsPerRank` 0 means CPUs ÷ workers. Returns the job's
+// exit status (128 + N for a signal). mpirun's stderr is passed on, and
+// when the job failed its first bigbatch error line is printed again last,
+// after mpirun's own report. SIGINT, SIGTERM and SIGHUP go to the job; it
+// gets SIGTERM if this process dies (PR_SET_PDEATHSIG). Throws IoError
+// when no process can be started.
+int launchWorkers(int workers, int threadsPerRank, int argc, char** argv);
 
 // In a rank that launchWorkers started with pinning: pins this process to
 // its share of the CPUs. Call before any thread starts; a no-op elsewhere.
