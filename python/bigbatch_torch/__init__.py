@@ -60,7 +60,7 @@ def backend_of(group=None):
 
 
 def _mpi_environment():
-    """RANK and WORLD_SIZE (and LOCAL_*) from Open MPI's launch, where unset."""
+    """RANK and WORLD_SIZE (and LOCAL_*) from the MPI launch, where unset."""
     if not launched_by_mpi():
         return
     env = os.environ
@@ -69,6 +69,11 @@ def _mpi_environment():
                       ("LOCAL_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE")):
         if ours not in env and mpi in env:
             env[ours] = env[mpi]
+    if "RANK" not in env or "WORLD_SIZE" not in env:
+        # Another launcher (srun with PMIx, MPICH's hydra): ask MPI itself.
+        rank, size = _C.mpi_rank_and_size()
+        env.setdefault("RANK", str(rank))
+        env.setdefault("WORLD_SIZE", str(size))
 
 
 def _env_rendezvous_through_mpi():
@@ -121,9 +126,28 @@ def _end_a_failed_job():
         _C.abort_job(1)
 
 
+def _end_the_job_on_an_uncaught_exception():
+    """A rank that dies of an uncaught exception ends the whole job, as
+    mpi4py's `python -m mpi4py` does: its peers would otherwise wait in the
+    step's collective until the group's timeout, and its own exit would wait
+    for them (MPI_Finalize's fence). The traceback is printed first."""
+    previous = sys.excepthook
+
+    def hook(kind, value, traceback):
+        previous(kind, value, traceback)
+        if _C.live_groups() > 0 and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            print(f"bigbatch_torch: rank {os.environ.get('RANK', '?')} ended with an uncaught "
+                  f"{kind.__name__}; ending every rank of the job (MPI_Abort)",
+                  file=sys.stderr, flush=True)
+            _C.abort_job(1)
+
+    sys.excepthook = hook
+
+
 _mpi_environment()
 _env_rendezvous_through_mpi()
 atexit.register(_end_a_failed_job)
+_end_the_job_on_an_uncaught_exception()
 try:
     from torch.distributed.rendezvous import register_rendezvous_handler
     register_rendezvous_handler("bigbatch", _mpi_rendezvous)  # init_method="bigbatch://"

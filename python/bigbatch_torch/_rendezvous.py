@@ -10,15 +10,17 @@ key this rank did not set raises, naming the fix — a gloo or NCCL group
 made beside the bigbatch one needs a real store (MASTER_ADDR and
 MASTER_PORT, or an init_method).
 """
-import os
 from datetime import timedelta
 
 import torch.distributed as dist
 
+from . import _C
+
 
 def launched_by_mpi():
-    """True when Open MPI (mpirun) started this process."""
-    return "OMPI_COMM_WORLD_SIZE" in os.environ
+    """True when an MPI launcher started this process (mpirun; srun with PMI
+    or PMIx): the C++ side's test, so both agree."""
+    return _C.launched_by_mpi()
 
 
 class MpiRendezvousStore(dist.Store):

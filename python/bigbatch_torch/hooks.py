@@ -18,14 +18,13 @@ gain passed uncompressed, its factors in `wire`'s type. Its state (every
 bucket's error memory and Q) is ``state.state_dict()``; a script that saves
 it with its checkpoint and calls ``state.load_state_dict(...)`` on resume
 continues exactly (with ``module=`` given, the state is keyed by parameter
-name, whatever DDP's bucket layout). The first `start_step` calls per bucket are
+name, whatever DDP's bucket layout: a rebuild that moves parameters between
+buckets moves their state with them). The first `start_step` steps are
 uncompressed (2 by default: DDP rebuilds its buckets after the first
-iteration, and a bucket whose layout changes starts its codec over).
+iteration).
 
 Every hook hands DDP the mean gradient, as PyTorch's own hooks do.
 """
-import threading
-
 import torch
 
 __all__ = ["fp16", "bf16", "powersgd", "powersgd_hook", "PowerSGDState"]
@@ -58,20 +57,11 @@ def _run(backend, codec, bucket, names=None):
     return work.get_future().then(lambda fut: fut.value()[0])
 
 
-_lock = threading.Lock()
-_wire_codecs = {}  # (backend, wire) -> codec id
-
-
 def _wire_hook(process_group, bucket, wire):
     backend = _backend(process_group)
-    with _lock:
-        key = (id(backend), wire)
-        if key not in _wire_codecs:
-            _wire_codecs[key] = backend._add_codec(
-                wire=wire, powersgd=False, rank=0, start_step=0, error_feedback=False,
-                warm_start=False, min_compression_rate=2.0)
-        codec = _wire_codecs[key]
-    return _run(backend, codec, bucket)
+    # The backend keeps one codec per wire (PyTorch 2.x hands out a new
+    # Python wrapper of the backend at each call: nothing keyed here).
+    return _run(backend, backend._wire_codec(wire), bucket)
 
 
 def fp16(process_group, bucket):
@@ -99,7 +89,6 @@ class PowerSGDState:
                              error_feedback=error_feedback, warm_start=warm_start,
                              min_compression_rate=min_compression_rate)
         self._codec = None
-        self._backend = None
         self._pending = None
         # The parameters' own names key the state: a resume is exact whatever
         # DDP's bucket layout (without the module: positions in buckets).
@@ -109,13 +98,15 @@ class PowerSGDState:
             self._names = {id(p): n for n, p in inner.named_parameters()}
 
     def _ensure(self):
+        # The backend is looked up at each call, not held: a state kept by
+        # the script must not keep a destroyed group alive.
+        backend = _backend(self.process_group)
         if self._codec is None:
-            self._backend = _backend(self.process_group)
-            self._codec = self._backend._add_codec(**self._options)
+            self._codec = backend._add_codec(**self._options)
             if self._pending is not None:
-                self._backend._load_codec_state(self._codec, self._pending)
+                backend._load_codec_state(self._codec, self._pending)
                 self._pending = None
-        return self._backend, self._codec
+        return backend, self._codec
 
     def state_dict(self):
         """Every bucket's error memory, Q and step count: {name: CPU tensor}."""
@@ -130,7 +121,7 @@ class PowerSGDState:
         if self._codec is None:
             self._pending = state
         else:
-            self._backend._load_codec_state(self._codec, state)
+            _backend(self.process_group)._load_codec_state(self._codec, state)
 
 
 def powersgd(process_group=None, rank=4, start_step=2, error_feedback=True, warm_start=True,

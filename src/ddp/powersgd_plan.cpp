@@ -9,14 +9,14 @@ namespace {
 
 constexpr uint64_t kQSeed = 0x9e3779b97f4a7c15ull;
 
-}  // namespace
-
-std::vector<LowRankShape> planLowRank(const PowerSgdOptions& options,
-                                      const std::vector<torch::Tensor>& params) {
-  BIGBATCH_REQUIRE(options.rank >= 1, InvalidArgument,
-                   "ddp.powersgd_rank = {}: the factors need rank 1 or more", options.rank);
+// The plan, how many it compresses, and the largest rank that would
+// compress one.
+std::vector<LowRankShape> planShapes(const PowerSgdOptions& options,
+                                     const std::vector<torch::Tensor>& params, int64_t& compressed,
+                                     int64_t& largestUseful) {
   std::vector<LowRankShape> plan(params.size());
-  int64_t largestUseful = 0, compressed = 0;
+  largestUseful = 0;
+  compressed = 0;
   for (size_t i = 0; i < params.size(); ++i) {
     const torch::Tensor& p = params[i];
     if (p.dim() < 2) continue;
@@ -35,12 +35,29 @@ std::vector<LowRankShape> planLowRank(const PowerSgdOptions& options,
     m.rank = static_cast<int>(r);
     ++compressed;
   }
+  return plan;
+}
+
+}  // namespace
+
+bool compressesAny(const PowerSgdOptions& options, const std::vector<torch::Tensor>& params) {
+  int64_t compressed = 0, largestUseful = 0;
+  planShapes(options, params, compressed, largestUseful);
+  return options.rank >= 1 && compressed > 0;
+}
+
+std::vector<LowRankShape> planLowRank(const PowerSgdOptions& options,
+                                      const std::vector<torch::Tensor>& params) {
+  BIGBATCH_REQUIRE(options.rank >= 1, InvalidArgument,
+                   "ddp.powersgd_rank = {}: the factors need rank 1 or more", options.rank);
+  int64_t compressed = 0, largestUseful = 0;
+  std::vector<LowRankShape> out = planShapes(options, params, compressed, largestUseful);
   BIGBATCH_REQUIRE(compressed > 0, InvalidArgument,
                    "ddp.powersgd_rank = {} compresses none of the model's {} gradient tensors "
                    "(the factors would not be half the size of any matrix); the largest rank "
                    "that compresses one is {}",
                    options.rank, params.size(), largestUseful);
-  return plan;
+  return out;
 }
 
 torch::Tensor drawQ(size_t param, const LowRankShape& shape, int64_t step) {

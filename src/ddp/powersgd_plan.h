@@ -37,6 +37,9 @@ struct LowRankShape {
 // (with the largest rank that would compress one).
 std::vector<LowRankShape> planLowRank(const PowerSgdOptions& options,
                                       const std::vector<torch::Tensor>& params);
+// Whether `options` compresses any of `params` (planLowRank would not
+// throw for it): a DDP bucket of vectors only goes uncompressed.
+bool compressesAny(const PowerSgdOptions& options, const std::vector<torch::Tensor>& params);
 
 // Parameter `param`'s Q (cols x rank, float, on the CPU) for `step`: the
 // same on every rank (a seed of parameter and step; warm start draws once,

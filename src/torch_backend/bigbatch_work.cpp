@@ -11,6 +11,12 @@ BigbatchWork::BigbatchWork(int rank, ::c10d::OpType type, const char* profilingT
 
 void BigbatchWork::finishRun(std::exception_ptr error) { finish(error); }
 
+bool BigbatchWork::wait(std::chrono::milliseconds timeout) {
+  const bool done = ::c10d::Work::wait(timeout);  // raises the collective's error
+  future_->wait();
+  return done;
+}
+
 void BigbatchWork::completeFuture(std::exception_ptr error) {
   if (error) {
     future_->setError(error);

@@ -1,6 +1,7 @@
 // One collective of the bigbatch backend as torch.distributed sees it: a
 // c10d::Work whose wait() returns once the communication thread has run
-// it, and whose future — what DDP's reducer and its comm hooks chain on
+// it and its future has completed (as gloo's: `w.wait();
+// w.get_future().value()` holds), and whose future — what DDP's reducer and its comm hooks chain on
 // (ProcessGroupGloo's AsyncWork is the model) — holds the list of output
 // tensors, or the error, named as the collective raised it.
 //
@@ -30,6 +31,9 @@ class BigbatchWork : public ::c10d::Work {
   // here. On a completion thread.
   void completeFuture(std::exception_ptr error = nullptr);
 
+  // Also waits for the future (completed before its callbacks run, so a
+  // callback that waits on its own Work does not deadlock).
+  bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   std::vector<at::Tensor> result() override { return outputs_; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 

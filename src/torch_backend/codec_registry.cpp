@@ -29,13 +29,6 @@ std::string paramOf(const std::string& key) {
              : key.substr(slash + 1);
 }
 
-int64_t stepsIn(const CodecRegistry::NamedState& state) {
-  for (const auto& [key, value] : state) {
-    if (key == ddp_detail::kPowerSgdStepsKey) return value.item<int64_t>();
-  }
-  return -1;
-}
-
 }  // namespace
 
 CodecRegistry::CodecRegistry() = default;
@@ -48,12 +41,32 @@ int CodecRegistry::add(const CodecSpec& spec) {
   return static_cast<int>(hooks_.size()) - 1;
 }
 
-CodecRegistry::Hook& CodecRegistry::hook(int codec) {
+int CodecRegistry::wireCodec(DataType wire) {
+  BIGBATCH_REQUIRE(wire == DataType::kFloat16 || wire == DataType::kBFloat16, InvalidArgument,
+                   "a 16-bit wire codec of {}: fp16 or bf16", dataTypeName(wire));
+  {
+    const std::lock_guard<std::mutex> lock(addMutex_);
+    if (auto it = wireCodecs_.find(wire); it != wireCodecs_.end()) return it->second;
+  }
+  CodecSpec spec;
+  spec.wireType = wire;
+  const int id = add(spec);
+  const std::lock_guard<std::mutex> lock(addMutex_);
+  // Two threads asking at once: the first id stays (the other is unused).
+  return wireCodecs_.emplace(wire, id).first->second;
+}
+
+void CodecRegistry::check(int codec) const {
   const std::lock_guard<std::mutex> lock(addMutex_);
   BIGBATCH_REQUIRE(codec >= 0 && codec < static_cast<int>(hooks_.size()), InvalidArgument,
                    "no bigbatch comm hook {} on this process group; make the hook's state "
                    "with bigbatch_torch.hooks on the group DDP uses",
                    codec);
+}
+
+CodecRegistry::Hook& CodecRegistry::hook(int codec) {
+  check(codec);
+  const std::lock_guard<std::mutex> lock(addMutex_);
   return *hooks_[static_cast<size_t>(codec)];
 }
 
@@ -64,14 +77,7 @@ const CodecRegistry::Hook& CodecRegistry::hook(int codec) const {
 void CodecRegistry::retire(Hook& h, BucketCodec& b) {
   if (!b.codec) return;
   for (auto& [key, value] : b.codec->state()) {
-    if (key == ddp_detail::kPowerSgdStepsKey) {
-      auto it = h.pool.find(key);
-      if (it == h.pool.end() || it->second.item<int64_t>() < value.item<int64_t>()) {
-        h.pool[key] = value;
-      }
-    } else {
-      h.pool[key] = value;
-    }
+    if (key != ddp_detail::kPowerSgdStepsKey) h.pool[key] = value;
   }
   b.codec.reset();
 }
@@ -88,20 +94,34 @@ void CodecRegistry::adopt(Hook& h, BucketCodec& b) {
       }
     }
   }
-  if (mine.empty()) return;  // a fresh start for these parameters
-  if (auto steps = h.pool.find(ddp_detail::kPowerSgdStepsKey); steps != h.pool.end()) {
-    mine.emplace_back(steps->first, steps->second);
+  // The steps before this one: the codec counts this one as it exchanges.
+  if (h.spec.powerSgd) {
+    mine.emplace_back(ddp_detail::kPowerSgdStepsKey, torch::tensor({h.steps - 1}, torch::kLong));
   }
-  b.codec->loadState(mine);
+  if (!mine.empty()) b.codec->loadState(mine);
 }
 
 void CodecRegistry::exchange(int codec, int64_t bucket, const std::vector<BucketSlot>& slots,
                              float* data, int64_t numel, ddp_detail::WireSum& wire,
                              int worldSize) {
   Hook& h = hook(codec);
+  // DDP hands its buckets over in index order: bucket 0 opens a step.
+  if (bucket == 0) ++h.steps;
   BucketCodec& b = h.buckets[bucket];
   if (!b.codec || !sameLayout(b.slots, slots)) {
-    retire(h, b);
+    // A rebuild moves parameters between buckets (and may drop bucket
+    // indices): every codec's state back to the pool, so that each bucket
+    // finds its parameters' entries whichever bucket held them; a bucket
+    // whose layout did not change gets its own state back at its turn.
+    bool moved = b.codec != nullptr;
+    for (const auto& [index, other] : h.buckets) {
+      for (size_t i = 0; !moved && other.codec && i < other.slots.size(); ++i) {
+        for (const BucketSlot& slot : slots) moved = moved || other.slots[i].name == slot.name;
+      }
+    }
+    if (moved) {
+      for (auto& [index, other] : h.buckets) retire(h, other);
+    }
     std::vector<torch::Tensor> shapes;
     std::vector<std::string> names;
     for (const BucketSlot& slot : slots) {
@@ -110,8 +130,11 @@ void CodecRegistry::exchange(int codec, int64_t bucket, const std::vector<Bucket
     }
     DdpOptions options;
     options.exchangeType = h.spec.wireType;
-    options.compression =
-        h.spec.powerSgd ? GradientCompression::kPowerSgd : GradientCompression::kNone;
+    // A bucket of vectors and small matrices only (PowerSGD would compress
+    // none of it) goes as the rest of PowerSGD's uncompressed tensors do.
+    options.compression = h.spec.powerSgd && ddp_detail::compressesAny(h.spec.powerSgdOptions, shapes)
+                              ? GradientCompression::kPowerSgd
+                              : GradientCompression::kNone;
     options.powerSgd = h.spec.powerSgdOptions;
     b.codec = ddp_detail::makeGradientCodec(options, shapes, names, worldSize);
     b.slots = slots;
@@ -128,29 +151,28 @@ void CodecRegistry::exchange(int codec, int64_t bucket, const std::vector<Bucket
 CodecRegistry::NamedState CodecRegistry::state(int codec) const {
   const Hook& h = hook(codec);
   std::map<std::string, torch::Tensor> all(h.pool.begin(), h.pool.end());
-  int64_t steps = stepsIn(NamedState(h.pool.begin(), h.pool.end()));
   for (const auto& [bucket, b] : h.buckets) {
     if (!b.codec) continue;
     for (auto& [key, value] : b.codec->state()) {
-      if (key == ddp_detail::kPowerSgdStepsKey) {
-        steps = std::max(steps, value.item<int64_t>());
-      } else {
-        all[key] = value;
-      }
+      if (key != ddp_detail::kPowerSgdStepsKey) all[key] = value;
     }
   }
   NamedState out(all.begin(), all.end());
-  out.erase(std::remove_if(out.begin(), out.end(),
-                           [](const auto& e) { return e.first == ddp_detail::kPowerSgdStepsKey; }),
-            out.end());
-  if (steps >= 0) out.emplace_back(ddp_detail::kPowerSgdStepsKey, torch::tensor({steps}));
+  if (h.spec.powerSgd) {
+    out.emplace_back(ddp_detail::kPowerSgdStepsKey, torch::tensor({h.steps}, torch::kLong));
+  }
   return out;
 }
 
 void CodecRegistry::loadState(int codec, const NamedState& state) {
   Hook& h = hook(codec);
   h.pool.clear();
+  h.steps = 0;
   for (const auto& [key, value] : state) {
+    if (key == ddp_detail::kPowerSgdStepsKey) {
+      h.steps = value.item<int64_t>();
+      continue;
+    }
     BIGBATCH_REQUIRE(key == ddp_detail::kPowerSgdStepsKey || !paramOf(key).empty(),
                      InvalidArgument,
                      "'{}' is not a bigbatch comm hook's state key (powersgd/steps, "

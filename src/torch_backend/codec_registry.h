@@ -9,17 +9,19 @@
 // them after the first iteration (and a new DDP in a resumed script starts
 // from its first layout again). So a codec is made per (hook, bucket
 // index) from the bucket's parameters, but its state — PowerSGD's Q and
-// error memory — is kept by parameter name: when a bucket's layout
-// changes, the old codec's state goes to a pool the new codecs take their
-// parameters' entries from, and a loaded state waits there for the codecs
-// that need it. With the parameters' own names (the hook state made with
-// the module) a checkpointed script resumes exactly, whatever DDP's
-// bucketing; with positional names ("b<bucket>.<i>") only where the layout
-// of the saved bucket comes back. The step count is the largest of the
-// codecs' (they all start compressing after the hook's start step).
+// error memory — is kept by parameter name: when any bucket comes with a
+// new layout (a rebuild), every codec of the hook gives its state back to
+// a pool, and each bucket's new codec takes its parameters' entries from
+// it (whichever bucket held them before); a loaded state waits there the
+// same way. With the parameters' own names (the hook state made with the
+// module) a checkpointed script resumes exactly, whatever DDP's bucketing;
+// with positional names ("b<bucket>.<i>") only where the layout of the
+// saved bucket comes back. The step count is the hook's (bucket 0 opens a
+// step: DDP hands its buckets over in index order), given to each codec it
+// makes.
 //
-// Threading: add() from any thread; the rest on the communication thread
-// only (ProcessGroupBigbatch runs them there).
+// Threading: add(), wireCodec() and check() from any thread; the rest on
+// the communication thread only (ProcessGroupBigbatch runs them there).
 #pragma once
 
 #include <torch/torch.h>
@@ -63,6 +65,12 @@ class CodecRegistry {
 
   // A new hook's codecs; returns its id.
   int add(const CodecSpec& spec);
+  // The 16-bit wire's codec (fp16 or bf16), made at its first call: one id
+  // per wire for the group's life, the same on every rank that asks in the
+  // same order.
+  int wireCodec(DataType wire);
+  // InvalidArgument unless `codec` was added (from any thread).
+  void check(int codec) const;
   // Sums the bucket (float32 `data`, `numel` elements laid out as `slots`)
   // across the ranks through `wire`, in place.
   void exchange(int codec, int64_t bucket, const std::vector<BucketSlot>& slots, float* data,
@@ -79,6 +87,7 @@ class CodecRegistry {
     CodecSpec spec;
     std::map<int64_t, BucketCodec> buckets;
     std::map<std::string, torch::Tensor> pool;  // state no codec holds: loaded, or of an old layout
+    int64_t steps = 0;  // steps opened (bucket 0's calls), and loaded
   };
   // Moves `b`'s state into the pool.
   static void retire(Hook& h, BucketCodec& b);
@@ -87,8 +96,9 @@ class CodecRegistry {
   Hook& hook(int codec);
   const Hook& hook(int codec) const;
 
-  mutable std::mutex addMutex_;  // guards hooks_'s growth (add from any thread)
+  mutable std::mutex addMutex_;  // guards hooks_'s growth and wireCodecs_
   std::vector<std::unique_ptr<Hook>> hooks_;
+  std::map<DataType, int> wireCodecs_;
 };
 
 }  // namespace bigbatch::torch_backend

@@ -23,11 +23,13 @@ void CollectiveScheduler::stop() {
 
 CollectiveScheduler::~CollectiveScheduler() { stop(); }
 
-void CollectiveScheduler::submit(Task task) {
+void CollectiveScheduler::submit(Task task, bool collective) {
   {
     const std::lock_guard<std::mutex> lock(mutex_);
-    const int64_t family = currentFamily >= 0 ? currentFamily : nextFamily_++;
-    queue_.push_back({family, std::move(task)});
+    const int64_t family = currentFamily >= 0 ? currentFamily
+                           : collective       ? nextFamily_++
+                                              : kNoFamily;
+    queue_.push_back({family, std::move(task), std::chrono::steady_clock::now()});
   }
   changed_.notify_all();
 }
@@ -49,20 +51,20 @@ void CollectiveScheduler::callbacksEnded(int64_t family) {
 }
 
 bool CollectiveScheduler::next(std::unique_lock<std::mutex>& lock, Queued& out) {
-  auto stuckSince = std::chrono::steady_clock::now();
   for (;;) {
     // The active family's next task, in issue order.
     for (auto it = queue_.begin(); it != queue_.end(); ++it) {
-      if (it->family == active_) {
+      if (it->family == active_ && active_ != kNoFamily) {
         out = std::move(*it);
         queue_.erase(it);
         return true;
       }
     }
     const bool activeRunning = active_ >= 0 && callbacks_.count(active_) > 0;
-    const bool stuck =
-        activeRunning && !queue_.empty() &&
-        std::chrono::steady_clock::now() - stuckSince >= kStuckWait;
+    // The oldest task queued (not of the active family: it would have been
+    // taken) has waited behind the active family's callbacks since it came.
+    const bool stuck = activeRunning && !queue_.empty() &&
+                       std::chrono::steady_clock::now() - queue_.front().queuedAt >= kStuckWait;
     if (!activeRunning || stuck) {
       if (stuck && !warned_) {
         warned_ = true;
@@ -84,7 +86,6 @@ bool CollectiveScheduler::next(std::unique_lock<std::mutex>& lock, Queued& out) 
       changed_.wait_for(lock, std::chrono::milliseconds(100));
     } else {
       changed_.wait(lock);
-      stuckSince = std::chrono::steady_clock::now();
     }
   }
 }

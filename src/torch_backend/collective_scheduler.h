@@ -18,10 +18,23 @@
 // whole order is the same on every rank.
 //
 // A callback that waits on something outside its family (a collective a
-// later family would issue) would hold this order forever: after
-// `kStuckWait` of such a wait with later families queued, the thread goes
-// on (warned once); if the ranks' orders then differ, the call check names
-// it (tensor_collectives.h) instead of mixing tensors.
+// later family would issue) would hold this order forever: once a later
+// family's first collective has waited `kStuckWait` behind a family whose
+// callbacks are all still running, the thread goes on (warned once). Every
+// rank meets such a wait at the same point of the program and goes on
+// alike. What this cannot tell from a wait is a callback that is merely
+// slow for that long on one rank: that rank would go on alone, which the
+// call check names where the calls differ (tensor_collectives.h) — and
+// does not where they are alike (two buckets of one size). No callback of
+// PyTorch's or bigbatch's hooks takes a fraction of that.
+//
+// (The families' numbers are not the same on every rank — a callback
+// added to a future that is already complete runs at once, on the thread
+// that adds it, outside the family — so they are not compared; the order
+// they give is the same.)
+//
+// Tasks that are not collectives (the codecs' state, read or loaded on one
+// rank only: a script saves it on rank 0) take no family number.
 //
 // Threading: submit() from any thread; run() is the communication
 // thread's loop; callbacksStarted/Ended from completion threads.
@@ -40,7 +53,7 @@ namespace bigbatch::torch_backend {
 
 class CollectiveScheduler {
  public:
-  static constexpr std::chrono::seconds kStuckWait{5};
+  static constexpr std::chrono::seconds kStuckWait{30};
   using Task = std::function<void(int64_t family)>;
 
   // Starts the communication thread.
@@ -52,9 +65,11 @@ class CollectiveScheduler {
   CollectiveScheduler(const CollectiveScheduler&) = delete;
   CollectiveScheduler& operator=(const CollectiveScheduler&) = delete;
 
-  // Queues `task` in the calling thread's family (a new one outside
-  // callbacks); it runs on the communication thread with its family.
-  void submit(Task task);
+  // Queues `task` in the calling thread's family (outside callbacks, a new
+  // one: the next number; for a task that is not a collective, none —
+  // `family` is then -1); it runs on the communication thread with its
+  // family.
+  void submit(Task task, bool collective = true);
   // A completion of family `family` — a future whose callbacks will run —
   // is handed to a completion thread (called on the communication thread,
   // before the hand-off: the family is not over until it has run); the
@@ -64,9 +79,11 @@ class CollectiveScheduler {
   void callbacksEnded(int64_t family);
 
  private:
+  static constexpr int64_t kNoFamily = -1;
   struct Queued {
     int64_t family;
     Task task;
+    std::chrono::steady_clock::time_point queuedAt;
   };
   void loop();
   // The next task to run, under the lock; false once stopping and empty.

@@ -24,8 +24,10 @@ namespace {
 
 // Wait for every thread of the group without holding the GIL: a future's
 // Python callback may be waiting for it on a completion thread.
+// At interpreter exit (PyTorch 2.x's group registry may drop the last
+// reference after Python is finalized) there is no GIL to release.
 void releaseGilToJoin(const std::function<void()>& join) {
-  if (PyGILState_Check()) {
+  if (Py_IsInitialized() && PyGILState_Check()) {
     py::gil_scoped_release release;
     join();
   } else {
@@ -104,6 +106,15 @@ PYBIND11_MODULE(_C, m) {
           py::arg("wire"), py::arg("powersgd"), py::arg("rank"), py::arg("start_step"),
           py::arg("error_feedback"), py::arg("warm_start"), py::arg("min_compression_rate"))
       .def(
+          "_wire_codec",
+          [](ProcessGroupBigbatch& pg, const std::string& wire) {
+            BIGBATCH_REQUIRE(wire == "fp16" || wire == "bf16", bigbatch::InvalidArgument,
+                             "wire '{}': the 16-bit wire hooks send fp16 or bf16", wire);
+            return pg.codecs().wireCodec(wire == "fp16" ? bigbatch::DataType::kFloat16
+                                                        : bigbatch::DataType::kBFloat16);
+          },
+          py::arg("wire"))
+      .def(
           "_compressed_allreduce",
           [](ProcessGroupBigbatch& pg, at::Tensor buffer, int codec, int64_t bucket,
              const std::vector<std::tuple<int64_t, int64_t, std::vector<int64_t>, std::string>>&
@@ -145,7 +156,18 @@ PYBIND11_MODULE(_C, m) {
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
       "The backend's creator (torch.distributed.Backend.register_backend): the group over "
       "MPI's world, ranks and size from the MPI launch");
-  m.def("launched_by_mpi", &bigbatch::MpiCommunicator::launchedByMpi);
+  m.def("launched_by_mpi", &bigbatch::MpiCommunicator::launchedByMpi,
+        "whether an MPI launcher (mpirun, or srun with PMI/PMIx) started this process");
+  m.def(
+      "mpi_rank_and_size",
+      [] {
+        const std::unique_ptr<bigbatch::MpiCommunicator> world = bigbatch::MpiCommunicator::world();
+        return std::make_pair(world->rank(), world->size());
+      },
+      "this process's rank and the job's size from MPI (initialising it): for launchers that "
+      "set no OMPI_COMM_WORLD_* variables");
+  m.def("live_groups", &ProcessGroupBigbatch::liveGroups,
+        "bigbatch process groups of this process not yet destroyed");
   m.def("process_failure", &ProcessGroupBigbatch::processFailure,
         "the first failure of a bigbatch group in this process; '' if none");
   m.def(

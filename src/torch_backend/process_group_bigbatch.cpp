@@ -110,6 +110,10 @@ ProcessGroupBigbatch::ProcessGroupBigbatch(std::unique_ptr<Communicator> comm, i
   completions_ = std::make_unique<CompletionPool>();
   scheduler_ = std::make_unique<CollectiveScheduler>();
   ++live;
+  // Every rank reached the barrier: an earlier group's failure (its group
+  // destroyed since) no longer means a peer is gone.
+  const std::lock_guard<std::mutex> lock(failureMutex);
+  failure.clear();
 }
 
 int ProcessGroupBigbatch::liveGroups() { return live.load(); }
@@ -226,14 +230,16 @@ std::exception_ptr ProcessGroupBigbatch::explain(std::exception_ptr error,
 
 void ProcessGroupBigbatch::runOnCommThread(const std::function<void()>& fn) {
   std::promise<void> done;
-  scheduler_->submit([&](int64_t) {
-    try {
-      fn();
-      done.set_value();
-    } catch (...) {
-      done.set_exception(std::current_exception());
-    }
-  });
+  scheduler_->submit(
+      [&](int64_t) {
+        try {
+          fn();
+          done.set_value();
+        } catch (...) {
+          done.set_exception(std::current_exception());
+        }
+      },
+      /*collective=*/false);
   done.get_future().get();
 }
 
@@ -254,6 +260,8 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::broadcast(
   at::Tensor t = single(tensors, "broadcast");
   checkCpuTensor(t, "broadcast");
   const int root = static_cast<int>(opts.rootRank);
+  BIGBATCH_REQUIRE(root >= 0 && root < getSize(), InvalidArgument,
+                   "broadcast from rank {}: the group has ranks 0..{}", root, getSize() - 1);
   const CallSignature call{CollectiveKind::kBroadcast, root, t.numel(),
                            static_cast<int64_t>(t.scalar_type())};
   return enqueue(::c10d::OpType::BROADCAST, "bigbatch:broadcast", {t}, call,
@@ -271,6 +279,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::allgather(
                    outputs.size());
   std::vector<at::Tensor> out = outputs[0];
   for (const at::Tensor& o : out) checkCpuTensor(o, "allgather");
+  checkAllgatherOutputs(input, out, getSize());
   const CallSignature call{CollectiveKind::kAllgather, static_cast<int64_t>(out.size()),
                            input.numel(), static_cast<int64_t>(input.scalar_type())};
   return enqueue(::c10d::OpType::ALLGATHER, "bigbatch:all_gather", out, call,
@@ -306,6 +315,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::reduce_scatter(
                    inputs.size());
   std::vector<at::Tensor> in = inputs[0];
   for (const at::Tensor& t : in) checkCpuTensor(t, "reduce_scatter");
+  checkReduceScatterInputs(in, output, getSize());
   const ReduceKind kind = reduceKindOf(opts.reduceOp, "reduce_scatter");
   checkReducible(output, kind);
   const CallSignature call{CollectiveKind::kReduceScatter, static_cast<int64_t>(kind),
@@ -357,6 +367,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::compressedAllreduce(
                      "a gradient at [{}, {}) lies outside its bucket of {} elements", s.offset,
                      s.offset + s.numel, buffer.numel());
   }
+  codecs_.check(codec);
   const CallSignature call{CollectiveKind::kCompressedAllreduce, codec, buffer.numel(),
                            static_cast<int64_t>(buffer.scalar_type())};
   at::Tensor b = buffer;

@@ -114,23 +114,24 @@ std::string describeCall(const CallSignature& s) {
 }
 
 void checkSameCall(Communicator& comm, const CallSignature& mine) {
+  constexpr int kFields = 4;
   const int n = comm.size();
   if (n == 1) return;
-  std::vector<int64_t> all(static_cast<size_t>(4 * n), 0);
-  int64_t* row = all.data() + 4 * comm.rank();
+  std::vector<int64_t> all(static_cast<size_t>(kFields * n), 0);
+  int64_t* row = all.data() + kFields * comm.rank();
   row[0] = static_cast<int64_t>(mine.kind);
   row[1] = mine.detail;
   row[2] = mine.numel;
   row[3] = mine.dtype;
   allgather(comm, all.data(), all.size(), DataType::kInt64, /*checkSignature=*/false);
   bool same = true;
-  for (int r = 1; r < n && same; ++r) {
-    same = std::equal(all.begin(), all.begin() + 4, all.begin() + 4 * r);
+  for (int r = 1; r < n; ++r) {
+    same = same && std::equal(all.begin(), all.begin() + kFields, all.begin() + kFields * r);
   }
   if (same) return;
   std::string calls;
   for (int r = 0; r < n; ++r) {
-    const int64_t* v = all.data() + 4 * r;
+    const int64_t* v = all.data() + kFields * r;
     const CallSignature s{static_cast<CollectiveKind>(v[0]), v[1], v[2], v[3]};
     calls += fmt::format("{}rank {}: {}", r == 0 ? "" : "; ", r, describeCall(s));
   }
@@ -138,6 +139,37 @@ void checkSameCall(Communicator& comm, const CallSignature& mine) {
                  "the ranks called different collectives — {} — every rank must make the same "
                  "calls in the same order, with tensors of the same size and type",
                  calls);
+}
+
+void checkAllgatherOutputs(const at::Tensor& input, const std::vector<at::Tensor>& outputs,
+                           int ranks) {
+  BIGBATCH_REQUIRE(static_cast<int>(outputs.size()) == ranks, InvalidArgument,
+                   "allgather into {} output tensor(s) on a group of {} rank(s): give one per rank",
+                   outputs.size(), ranks);
+  for (const at::Tensor& o : outputs) {
+    BIGBATCH_REQUIRE(o.numel() == input.numel() && o.scalar_type() == input.scalar_type(),
+                     InvalidArgument,
+                     "allgather: an output tensor of {} {} element(s) for an input of {} {}; "
+                     "every output must match the input's size and type",
+                     o.numel(), c10::toString(o.scalar_type()), input.numel(),
+                     c10::toString(input.scalar_type()));
+  }
+}
+
+void checkReduceScatterInputs(const std::vector<at::Tensor>& inputs, const at::Tensor& output,
+                              int ranks) {
+  BIGBATCH_REQUIRE(static_cast<int>(inputs.size()) == ranks, InvalidArgument,
+                   "reduce_scatter of {} input tensor(s) on a group of {} rank(s): give one per "
+                   "rank",
+                   inputs.size(), ranks);
+  for (const at::Tensor& in : inputs) {
+    BIGBATCH_REQUIRE(in.numel() == output.numel() && in.scalar_type() == output.scalar_type(),
+                     InvalidArgument,
+                     "reduce_scatter: an input tensor of {} {} element(s) for an output of {} "
+                     "{}; every input must match the output's size and type",
+                     in.numel(), c10::toString(in.scalar_type()), output.numel(),
+                     c10::toString(output.scalar_type()));
+  }
 }
 
 void allreduceTensor(Communicator& comm, Allreduce& algorithm, at::Tensor& tensor,
@@ -164,17 +196,7 @@ void broadcastTensor(Communicator& comm, at::Tensor& tensor, int root) {
 }
 
 void allgatherTensor(Communicator& comm, const at::Tensor& input, std::vector<at::Tensor>& outputs) {
-  BIGBATCH_REQUIRE(static_cast<int>(outputs.size()) == comm.size(), InvalidArgument,
-                   "allgather into {} output tensor(s) on a group of {} rank(s): give one per rank",
-                   outputs.size(), comm.size());
-  for (const at::Tensor& o : outputs) {
-    BIGBATCH_REQUIRE(o.numel() == input.numel() && o.scalar_type() == input.scalar_type(),
-                     InvalidArgument,
-                     "allgather: an output tensor of {} {} element(s) for an input of {} {}; "
-                     "every output must match the input's size and type",
-                     o.numel(), c10::toString(o.scalar_type()), input.numel(),
-                     c10::toString(input.scalar_type()));
-  }
+  checkAllgatherOutputs(input, outputs, comm.size());
   const at::Tensor rows = gatherRows(comm, input.contiguous().view({-1}));
   for (size_t r = 0; r < outputs.size(); ++r) {
     outputs[r].copy_(rows[static_cast<int64_t>(r)].view(outputs[r].sizes()));
@@ -184,18 +206,7 @@ void allgatherTensor(Communicator& comm, const at::Tensor& input, std::vector<at
 void reduceScatterTensor(Communicator& comm, const std::vector<at::Tensor>& inputs,
                          at::Tensor& output, ReduceKind kind) {
   const int n = comm.size();
-  BIGBATCH_REQUIRE(static_cast<int>(inputs.size()) == n, InvalidArgument,
-                   "reduce_scatter of {} input tensor(s) on a group of {} rank(s): give one per "
-                   "rank",
-                   inputs.size(), n);
-  for (const at::Tensor& in : inputs) {
-    BIGBATCH_REQUIRE(in.numel() == output.numel() && in.scalar_type() == output.scalar_type(),
-                     InvalidArgument,
-                     "reduce_scatter: an input tensor of {} {} element(s) for an output of {} "
-                     "{}; every input must match the output's size and type",
-                     in.numel(), c10::toString(in.scalar_type()), output.numel(),
-                     c10::toString(output.scalar_type()));
-  }
+  checkReduceScatterInputs(inputs, output, n);
   checkReducible(output, kind);
   const int64_t m = output.numel();
   at::Tensor packed = at::empty({n * m}, output.options().memory_format(c10::nullopt));

@@ -18,10 +18,10 @@
 //                  as allreduce's gather path
 //   barrier        dissemination barrier
 //
-// Before each collective the ranks compare what they were called with (a
-// 48-byte allgather): a rank that passes another operation, root, size or
-// type raises MismatchError on every rank, naming each rank's call, instead
-// of a hang or a wrong sum. Waits honour the communicator's deadline
+// Before each collective the ranks compare what they were called with (an
+// allgather of 32 bytes a rank): a rank that passes another operation,
+// root, size or type raises MismatchError on every rank, naming each
+// rank's call, instead of a hang or a wrong sum. Waits honour the communicator's deadline
 // (TimeoutError naming the peer).
 //
 // Threading: one thread per rank at a time (the communicator's contract).
@@ -66,6 +66,15 @@ void checkSameCall(Communicator& comm, const CallSignature& mine);
 // integer tensor would round). The process group checks it on the
 // caller's thread, before anything is sent.
 void checkReducible(const at::Tensor& t, ReduceKind kind);
+
+// The shape checks of allgather and reduce_scatter's lists (one tensor per
+// rank, each of the other side's size and type), InvalidArgument naming the
+// fix: the process group runs them on the caller's thread, where a mistake
+// is the caller's exception and the group stays usable.
+void checkAllgatherOutputs(const at::Tensor& input, const std::vector<at::Tensor>& outputs,
+                           int ranks);
+void checkReduceScatterInputs(const std::vector<at::Tensor>& inputs, const at::Tensor& output,
+                              int ranks);
 
 // In place, over the tensor's own memory (a non-contiguous tensor through a
 // contiguous copy). Throws InvalidArgument for a dtype or op it cannot do

@@ -140,6 +140,26 @@ def main():
         check(False, "AVG of int64 ran")
     except RuntimeError as e:
         check("use ReduceOp.SUM and divide" in str(e), f"the integer AVG refusal: {e}")
+    # Wrong lists: refused on the caller's thread; the group goes on.
+    try:
+        dist.all_gather([torch.empty(3)] * (n + 1), torch.ones(3))
+        check(False, "an all_gather into too many outputs ran")
+    except RuntimeError as e:
+        check("give one per rank" in str(e), f"the all_gather refusal: {e}")
+    try:
+        dist.reduce_scatter(torch.empty(3), [torch.ones(4)] * n)
+        check(False, "a reduce_scatter of mis-sized inputs ran")
+    except RuntimeError as e:
+        check("every input must match the output's size and type" in str(e),
+              f"the reduce_scatter refusal: {e}")
+    t = torch.ones(5)
+    dist.all_reduce(t)
+    check(torch.equal(t, torch.full((5,), float(n))), "an allreduce after the refusals")
+    # Work.wait() returns with the future completed (as gloo's).
+    w = dist.all_reduce(torch.ones(7), async_op=True)
+    w.wait()
+    check(w.get_future().done() and torch.equal(w.get_future().value()[0], torch.full((7,), float(n))),
+          "the future after wait()")
     dist.barrier()
     dist.destroy_process_group()
     if failures:

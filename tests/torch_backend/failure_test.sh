@@ -9,6 +9,10 @@
 #             ends within TIMEOUT + 10 s; no process is left
 #   mismatch  the ranks' 5th allreduce differs in size: every rank raises
 #             one exception naming each rank's call; the job ends
+#   raise     rank 1 raises an ordinary Python exception (a bug): the job
+#             ends with its traceback well before the group's timeout
+#             (120 s here; the peers would otherwise wait in the step's
+#             allreduce that long); no process is left
 #   nompi     the script started without mpirun: init_process_group
 #             raises, naming the fix
 # With HOSTS=2, kill and stop run across two emulated hosts
@@ -21,6 +25,7 @@ cluster="$here/../../scripts/emulated_cluster"
 dir=$(mktemp -d)
 timeout_s=8
 limit=$((timeout_s + 10))
+if [ "$mode" = raise ]; then timeout_s=120; limit=60; fi
 fail() { echo "FAIL: $mode: $*"; cat "$dir/log" 2>/dev/null; exit 1; }
 trap 'pkill -9 -f "ranks_loop.py $dir" 2>/dev/null; rm -rf "$dir"' EXIT
 export PYTHONPATH=$pythonpath
@@ -82,6 +87,15 @@ case "$mode" in
     [ "$rc" -ne 0 ] || fail "the job exited 0"
     grep -q "rank 0: allreduce (SUM) of 100 Float element(s); rank 1: allreduce (SUM) of 101 Float element(s)" \
       "$dir/log" || fail "the exception does not name each rank's call"
+    nothing_left
+    ;;
+  raise)
+    start_job raise
+    ends_within "$limit" || fail "the job still ran $limit s after rank 1 raised (group timeout ${timeout_s} s)"
+    [ "$rc" -ne 0 ] || fail "the job exited 0"
+    grep -q "ValueError: a bug in rank 1's script" "$dir/log" || fail "no traceback of rank 1's exception"
+    grep -q "ended with an uncaught ValueError; ending every rank of the job" "$dir/log" ||
+      fail "no word that the job is being ended"
     nothing_left
     ;;
   *) echo "FAIL: unknown mode $mode"; exit 1 ;;

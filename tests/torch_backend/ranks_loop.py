@@ -2,7 +2,8 @@
 """A worker for failure_test.sh: the "bigbatch" group (timeout TIMEOUT s),
 then allreduces forever; after the 20th, each rank writes MARKER_DIR/ready-<rank>
 (the state the test waits for before it kills or stops a rank). MODE
-mismatch: the ranks' 5th allreduce differs in size.
+mismatch: the ranks' 5th allreduce differs in size; raise: rank 1 raises
+an ordinary exception after its 30th (a bug in a script).
 
   mpirun -np N /usr/bin/python3 ranks_loop.py MARKER_DIR TIMEOUT [MODE]
 """
@@ -26,5 +27,7 @@ while True:
     n = 100 + rank if (mode == "mismatch" and step == 5) else 1 << 16
     dist.all_reduce(t[:n])
     t.fill_(1.0)
+    if mode == "raise" and rank == 1 and step == 30:
+        raise ValueError("a bug in rank 1's script")
     if step == 20:
         open(os.path.join(marker_dir, f"ready-{rank}"), "w").close()
