@@ -1,5 +1,6 @@
 #include "bigbatch/ckpt/background_writer.h"
 
+#include <c10/core/DeviceGuard.h>
 #include <c10/core/Event.h>
 #include <c10/core/StreamGuard.h>
 #include <c10/core/impl/VirtualGuardImpl.h>
@@ -50,7 +51,10 @@ class DeviceCopies {
     auto landed = std::make_shared<c10::Event>(device_.type());
     landed->record(*side_);
     pending_.clear();
-    return [landed] {
+    return [landed, device = device_] {
+      // The writer thread has no current device: without the guard the
+      // query would make a context on GPU 0 for every rank.
+      const c10::DeviceGuard onDevice(device);
       // c10::Event has no blocking wait in every libtorch this builds on:
       // poll, on the writer thread only.
       while (!landed->query()) std::this_thread::sleep_for(std::chrono::microseconds(200));

@@ -318,9 +318,20 @@ std::optional<std::string> CheckpointDir::latest() const {
     const std::string path = (fs::path(dir_) / name).string();
     if (name.find('/') == std::string::npos && fs::exists(path) && loads(path)) return path;
   }
+  // No usable "latest": the newest written that loads. Not the highest
+  // step: a run resumed from an earlier checkpoint keeps the later files of
+  // the trajectory it left (save() prunes only steps up to its own).
   auto all = listCheckpoints(dir_);
-  for (auto it = all.rbegin(); it != all.rend(); ++it) {
-    if (loads(it->second)) return it->second;
+  std::vector<std::pair<fs::file_time_type, std::string>> byTime;
+  for (const auto& [step, path] : all) {
+    std::error_code ec;
+    const auto written = fs::last_write_time(path, ec);
+    if (!ec) byTime.emplace_back(written, path);
+  }
+  std::stable_sort(byTime.begin(), byTime.end(),
+                   [](const auto& a, const auto& b) { return a.first > b.first; });
+  for (const auto& [written, path] : byTime) {
+    if (loads(path)) return path;
   }
   return std::nullopt;
 }

@@ -109,11 +109,13 @@ int64_t checkResumeCompatible(const Config& current, const Checkpoint& ckpt, int
   if (changed) {
     changed->clear();
     for (const auto& f : current.schema()) {
-      // Keys that do not touch the trajectory.
+      // Keys that do not touch the trajectory (when and how often to
+      // evaluate, stop or restart, how much to buffer).
       static const std::vector<std::string> neutral = {
           "train.accumulation_steps", "run.workers", "run.dir", "run.name", "run.out_dir",
           "comm.timeout_s", "train.stop_at_target", "train.target_accuracy",
-          "train.stop_after_epoch"};
+          "train.stop_after_epoch", "train.eval_every", "train.eval_batch_size",
+          "data.prefetch_batches", "data.cache_mb", "run.max_restarts", "run.min_workers"};
       if (std::find(neutral.begin(), neutral.end(), f.key) != neutral.end() ||
           f.key.rfind("fault.", 0) == 0 || f.key.rfind("ckpt.", 0) == 0 ||
           f.key.rfind("mlperf.", 0) == 0) {

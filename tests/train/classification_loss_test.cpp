@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "bigbatch/common/error.h"
+
 namespace bigbatch::train_detail {
 namespace {
 
@@ -27,6 +29,14 @@ TEST(ClassificationLoss, TheDeterministicFormAgreesWithAtensCrossEntropy) {
     lb.backward();
     EXPECT_LT((a.grad() - b.grad()).abs().max().item<double>(), 1e-6);
   }
+}
+
+TEST(ClassificationLoss, ALabelOutsideTheClassesIsRefused) {
+  const auto logits = torch::randn({4, 10});
+  EXPECT_THROW(crossEntropySumBySmoothedTargets(logits, torch::tensor({0, 3, 10, 1}), 0.1),
+               InvalidArgument);
+  EXPECT_THROW(crossEntropySumBySmoothedTargets(logits, torch::tensor({0, -1, 2, 1}), 0.1),
+               InvalidArgument);
 }
 
 TEST(ClassificationLoss, OnTheCpuItIsAtensOwn) {

@@ -415,5 +415,35 @@ TEST(Checkpoint, KeepsTheNewest) {
   fs::remove_all(dir);
 }
 
+// Resumed from step 7 after a run that reached 12, the run saves step 9:
+// without a usable `latest` file, the newest is the one written last (9),
+// not the abandoned trajectory's higher step (12, kept: save() prunes only
+// steps up to its own).
+TEST(Checkpoint, WithoutLatestTheNewestWrittenWinsOverAHigherStep) {
+  const std::string dir = tempDir("abandoned");
+  fs::remove_all(dir);
+  CheckpointDir d(dir, 2);
+  Checkpoint k;
+  k.globalBatch = 4;
+  k.rankBuffers.resize(1);
+  k.rankRng.push_back(torch::zeros({4}, torch::kUInt8));
+  for (int64_t s : {7, 12}) {
+    k.globalStep = s;
+    d.save(k);
+  }
+  // Written later, with a later time than 12's on any file system clock.
+  fs::last_write_time(dir + "/ckpt-000000012.pt",
+                      fs::last_write_time(dir + "/ckpt-000000012.pt") - std::chrono::hours(1));
+  fs::last_write_time(dir + "/ckpt-000000007.pt",
+                      fs::last_write_time(dir + "/ckpt-000000007.pt") - std::chrono::hours(2));
+  k.globalStep = 9;
+  d.save(k);
+  EXPECT_TRUE(fs::exists(dir + "/ckpt-000000012.pt"));
+  EXPECT_EQ(d.latest(), dir + "/ckpt-000000009.pt");  // the latest file
+  fs::remove(dir + "/latest");
+  EXPECT_EQ(d.latest(), dir + "/ckpt-000000009.pt");  // the fallback
+  fs::remove_all(dir);
+}
+
 }  // namespace
 }  // namespace bigbatch

@@ -57,9 +57,16 @@ struct GpuDecodeCounts {
 // into a [n, 3, H, W] tensor of the compute dtype, channels-last or not.
 //
 // The backend is chosen once, when the decoder is made, and backend() says
-// which (the run's banner prints it). Nothing is waited for on the host but
-// the decode two batches back: work is queued on the caller's stream, and
-// the decoder's nvJPEG states are used alternately (double-buffered).
+// which (the run's banner prints it). For the images the hardware engines
+// decode, nothing is waited for on the host but the decode two batches
+// back: work is queued on the caller's stream, and the decoder's nvJPEG
+// states are used alternately (double-buffered). Images on the CUDA-core
+// route (progressive JPEGs; every image where there are no engines) are
+// not: nvJPEG's decoupled API decodes their Huffman data on this thread,
+// and each image's transfer waits for the previous image's device decode
+// (they share one device buffer), so such a batch costs the training
+// thread its decode time. Known limit: moving that route to a thread of
+// its own, as DALI does, is not done.
 //
 // In a build without CUDA or without nvJPEG the class exists, and its
 // constructor throws InvalidArgument saying what is missing and the fix;
