@@ -45,9 +45,13 @@ export BIGBATCH=$bin OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 args=(--set data.train_samples=4096 --set data.eval_samples=1000 --set train.epochs=2
       --set train.stop_at_target=false --set train.batch_size=128 --set ckpt.every_steps=5
       --set run.threads=1 --set comm.timeout_s=10)
+# The example asks 2 CPUs a task; the emulated nodes have this process's
+# CPUs (nproc: fewer under taskset), and a job asking more would pend.
+cpus=$(nproc); [ "$cpus" -gt 2 ] && cpus=2
 sbatch_job() {  # sbatch_job NAME [ARGS...]: submits the example; sets `job`
   local name=$1; shift
-  job=$(sbatch --parsable -o "$dir/$name.out" "$root/examples/slurm/train.sbatch" "$config" "$dir/$name" \
+  job=$(sbatch --parsable --cpus-per-task="$cpus" -o "$dir/$name.out" \
+        "$root/examples/slurm/train.sbatch" "$config" "$dir/$name" \
         "${args[@]}" "$@") || fail "sbatch refused the job"
 }
 # The ranks pause at step 12 (fault.kind = pause; the checkpoint of step 10
@@ -71,6 +75,9 @@ wait_job() {  # wait_job ID: until it has ended (requeues included); sets `state
   for _ in $(seq 1 3000); do
     state=$(state_of "$1")
     case "$state" in COMPLETED|FAILED|CANCELLED|TIMEOUT|NODE_FAIL|OUT_OF_MEMORY) return 0 ;; esac
+    # A job the partition can never run: fail now, naming why.
+    scontrol show job "$1" 2>/dev/null | grep -q "Reason=PartitionConfig" &&
+      fail "job $1 can never start: $(scontrol show job "$1" | grep -o 'Reason=[^ ]*')"
     sleep 0.1
   done
   fail "job $1 did not end within 300 s (state $state)"

@@ -20,10 +20,16 @@ TEST(CodecCarry, TheNewRanksErrorMemoriesAddUpToTheOldOnes) {
   const NamedTensors carried = carriedCodecState(old, 2);
   ASSERT_EQ(carried.size(), 3u);
   for (const auto& [name, value] : carried) {
-    if (name == "powersgd/q/w") EXPECT_TRUE(torch::equal(value, q));
-    if (name == "powersgd/steps") EXPECT_EQ(value.item<int64_t>(), 7);
-    // (1 + 2 + 3) / 2 on each of 2 ranks: 6 in all, as before.
-    if (name == "powersgd/error/w") EXPECT_TRUE(torch::equal(value, torch::full({6, 5}, 3.0f)));
+    if (name == "powersgd/q/w") {
+      EXPECT_TRUE(torch::equal(value, q));
+    } else if (name == "powersgd/steps") {
+      EXPECT_EQ(value.item<int64_t>(), 7);
+    } else if (name == "powersgd/error/w") {
+      // (1 + 2 + 3) / 2 on each of 2 ranks: 6 in all, as before.
+      EXPECT_TRUE(torch::equal(value, torch::full({6, 5}, 3.0f)));
+    } else {
+      ADD_FAILURE() << "an entry not carried before: " << name;
+    }
   }
 }
 
