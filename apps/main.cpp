@@ -2,7 +2,8 @@
 //
 //   bigbatch train CONFIG.toml [--set key=value]... [--run-dir DIR] [--overwrite] [--workers N]
 //                  [--init-from FILE.pt] [--resume auto|PATH] [--timeline FILE.json]
-//                  [--timeline-steps A-B] [--max-restarts N]
+//                  [--timeline-steps A-B] [--profile-out FILE.json] [--profile-steps A-B]
+//                  [--max-restarts N]
 //   bigbatch tune CONFIG.toml [--param key=spec]... [--set key=value]... [--dir DIR]
 //                 [--trials N] [--min-epochs E] [--max-epochs E] [--eta N] [--budget-epochs B]
 //                 [--include-recipe]
@@ -20,6 +21,9 @@
 //                        [--partitioned]   (under mpirun)
 //   bigbatch bench pipeline [--dir ROOT | --in-memory] [--decode cpu|gpu] [--workers N]
 //   [--size S] [--batch B] [--epochs E] [--json]
+//   bigbatch bench step [--model M] [--batch B] [--size S] [--steps N] [--precisions LIST]
+//   [--input] [--cuda-graph] [--fused-bn auto|on|off] [--device cuda|cpu] [--set key=value]...
+//   [--profile-out FILE.json] [--run-dir DIR] [--json]
 //
 // Every error a user can cause ends with a one-line message naming the problem
 // and the fix, and exit status 1 (2 for a malformed command line).
@@ -35,12 +39,14 @@
 #include "bench_allreduce.h"
 #include "bench_optim.h"
 #include "bench_pipeline.h"
+#include "bench_step.h"
 #include "bigbatch/ckpt/checkpoint.h"
 #include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/comm/mpi_communicator.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/models/scripted_model.h"
 #include "bigbatch/train/config_schema.h"
+#include "bigbatch/train/step_profiler.h"
 #include "bigbatch/train/timeline.h"
 #include "bigbatch/train/trainer.h"
 #include "data_command.h"
@@ -79,6 +85,7 @@ struct TrainArgs {
   int minWorkers = -1;   // -1: run.min_workers
   std::string initFrom, resume;
   std::string timelinePath, timelineSteps = "1-100";
+  std::string profileOut, profileSteps = "10-12";
 };
 
 CLI::App* addTrainCommand(CLI::App& app, TrainArgs& a) {
@@ -111,6 +118,15 @@ CLI::App* addTrainCommand(CLI::App& app, TrainArgs& a) {
       ->add_option("--timeline-steps", a.timelineSteps,
                    "steps to trace, FIRST-LAST, 1-based across epochs (bounds the file size)")
       ->capture_default_str();
+  CLI::Option* profileOutOption = train->add_option("--profile-out", a.profileOut,
+                    "write a Kineto profile (Chrome trace: CPU operators, CUDA kernels, copies, "
+                    "runtime calls) of the --profile-steps to this file; scripts/profile_summary.py "
+                    "tables it. The CUDA build only (default: none)");
+  train
+      ->add_option("--profile-steps", a.profileSteps,
+                    "steps to profile with --profile-out, FIRST-LAST, 1-based across epochs")
+      ->capture_default_str()
+      ->needs(profileOutOption);
   train
       ->add_option("--workers", a.workers,
                    "ranks to start on this machine through mpirun (default: run.workers, 1); "
@@ -187,6 +203,14 @@ int runTrain(const TrainArgs& a, int argc, char** argv) {
   options.resume = a.resume;
   options.timelinePath = a.timelinePath;
   std::tie(options.timelineFirstStep, options.timelineLastStep) = traced;
+  if (!a.profileOut.empty()) {
+    // Refused here, before any rank starts, where the build cannot profile.
+    const auto profiled = bigbatch::parseStepRange(a.profileSteps);
+    bigbatch::StepProfiler check(a.profileOut, profiled.first, profiled.second);
+    (void)check;
+    options.profilePath = a.profileOut;
+    std::tie(options.profileFirstStep, options.profileLastStep) = profiled;
+  }
   options.verbosity = a.quiet     ? bigbatch::Verbosity::kQuiet
                       : a.verbose ? bigbatch::Verbosity::kVerbose
                                   : bigbatch::Verbosity::kNormal;
@@ -207,7 +231,8 @@ int runTrain(const TrainArgs& a, int argc, char** argv) {
     // Missing data, a run directory in use, a checkpoint that does not fit:
     // one error here, not one per rank and an MPI abort.
     bigbatch::checkRunCanStart(config, options, workers);
-    bigbatch::launchWorkers(workers, static_cast<int>(config.getInt("run.threads")), argc, argv);
+    return bigbatch::launchWorkers(workers, static_cast<int>(config.getInt("run.threads")), argc,
+                                   argv);
   }
   // A user's module file: refused before the run directory exists.
   bigbatch::checkModelLoads(config);
@@ -370,7 +395,8 @@ struct BenchArgs {
   bool noMemcpy = false;
   bigbatch::BenchOptimOptions bo;
   bigbatch::BenchPipelineOptions bp;
-  CLI::App *allreduce = nullptr, *optim = nullptr, *pipeline = nullptr;
+  bigbatch::BenchStepOptions bs;
+  CLI::App *allreduce = nullptr, *optim = nullptr, *pipeline = nullptr, *step = nullptr;
 };
 
 // `bench allreduce`: an nccl-tests-style sweep of the collectives.
@@ -492,12 +518,50 @@ void addBenchPipeline(CLI::App& bench, BenchArgs& b) {
                        "one JSON object per epoch instead of the table (default: off)");
 }
 
+// `bench step`: the training step's rate, the batch resident on the device
+// (and with --input, fed from the host).
+void addBenchStep(CLI::App& bench, BenchArgs& b) {
+  b.step = bench.add_subcommand(
+      "step", "training step rate on one rank: warm-up epoch, then a timed one; the batch "
+              "resident on the device (the model's cost), and with --input fed from the host");
+  b.step->add_option("--model", b.bs.model, "cnn, resnet or resnet50")
+      ->check(CLI::IsMember({"cnn", "resnet", "resnet50"}))
+      ->capture_default_str();
+  b.step->add_option("--batch", b.bs.batch, "images per step")->check(atLeast(1))->capture_default_str();
+  b.step->add_option("--size", b.bs.size, "image side (synthetic 3 x size x size)")
+      ->check(atLeast(8))
+      ->capture_default_str();
+  b.step->add_option("--steps", b.bs.steps, "steps of the warm-up epoch and of the timed one")
+      ->check(atLeast(1))
+      ->capture_default_str();
+  b.step->add_option("--precisions", b.bs.precisions, "comma-separated: tf32, fp32, bf16, fp16")
+      ->capture_default_str();
+  b.step->add_option("--device", b.bs.device, "cuda, or cpu (a rehearsal)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  b.step->add_flag("--input", b.bs.input,
+                   "also rows fed by the input pipeline from host memory (default: resident only)");
+  b.step->add_flag("--cuda-graph", b.bs.cudaGraph, "run.cuda_graph = true (default: off)");
+  b.step->add_option("--fused-bn", b.bs.fusedBn, "model.fused_bn: auto, on or off")
+      ->check(CLI::IsMember({"auto", "on", "off"}))
+      ->capture_default_str();
+  b.step->add_option("--set", b.bs.sets, "any other config key, e.g. --set optim.name=lars");
+  b.step->add_option("--profile-out", b.bs.profileOut,
+                     "a Kineto trace of 3 timed steps of each row's run (the CUDA build; one "
+                     "file, rewritten by each row: give one precision)");
+  b.step->add_option("--run-dir", b.bs.runDir,
+                     "keep each row's run directory under this folder (default: a temporary one, "
+                     "removed)");
+  b.step->add_flag("--json", b.bs.json, "one JSON object per row instead of the table (default: off)");
+}
+
 void addBenchCommands(CLI::App& app, BenchArgs& b) {
   auto* bench = app.add_subcommand("bench", "benchmarks (run multi-rank ones under mpirun)");
   bench->require_subcommand(1);
   addBenchAllreduce(*bench, b);
   addBenchOptim(*bench, b);
   addBenchPipeline(*bench, b);
+  addBenchStep(*bench, b);
 }
 
 // Runs the bench subcommand that was given; -1 when none was.
@@ -508,6 +572,7 @@ int runBench(BenchArgs& b) {
   }
   if (*b.optim) return bigbatch::runBenchOptim(b.bo);
   if (*b.pipeline) return bigbatch::runBenchPipeline(b.bp);
+  if (*b.step) return bigbatch::runBenchStep(b.bs);
   return -1;
 }
 

@@ -1,13 +1,34 @@
 #!/usr/bin/env python3
-"""PyTorch eager ResNet-50 training throughput: the anchor of bigbatch's GPU
-numbers (scripts/device-check runs both side by side).
+"""PyTorch ResNet-50 training throughput on one GPU: the anchor of bigbatch's
+GPU numbers, measured the way `bigbatch bench step` measures bigbatch
+(scripts/device-check's resnet, compile and profile sections run both).
 
-Synthetic 224x224 data resident on the GPU (no input pipeline), channels-last,
-SGD with momentum, one process, one GPU. Precision: tf32 (fp32 with TF32
-matmuls/convolutions), bf16 (autocast), fp16 (autocast + GradScaler).
-Prints one JSON line per precision: {"precision", "batch", "img_s", "steps"}.
+PyTorch at its best in eager mode: channels-last, autocast (bf16, fp16 with
+GradScaler), cudnn.benchmark, SGD with momentum and foreach=True; or the
+model under torch.compile (--compile MODE). Synthetic 224x224 images, labels
+of 1000 classes, one process. Each row: --warmup untimed steps, then --steps
+timed ones (>= 48 for the device check), the clock read after a device
+synchronisation at both ends.
 
-  bench/pytorch_resnet50.py [--batch 256] [--steps 30] [--warmup 10] [--precisions tf32,bf16,fp16]
+Input (--input):
+  resident  one batch already on the GPU, every step (the model's cost alone)
+  host      a batch from host memory every step: normalised float32 images in
+            pinned memory (what a DataLoader with pin_memory=True hands over),
+            copied with non_blocking=True (4 batches in rotation)
+  both      one row of each
+Precision: tf32 (fp32 with TF32 matmuls/convolutions), bf16, fp16.
+Prints one JSON line per row: {"impl", "precision", "batch", "input", "steps",
+"step_ms", "img_s"} ("impl": "pytorch-eager" or "pytorch-compile-MODE", with
+"compile_s" the first compiled step's seconds).
+
+--profile-out FILE: a torch.profiler Chrome trace (CPU and CUDA activities) of
+3 timed steps of the first row, marked ProfilerStep#N as bigbatch's
+(scripts/profile_summary.py tables both).
+
+  bench/pytorch_resnet50.py [--batch 256] [--steps 48] [--warmup 8]
+      [--precisions tf32,bf16,fp16] [--input resident|host|both]
+      [--compile default|reduce-overhead|max-autotune|max-autotune-no-cudagraphs]
+      [--profile-out FILE]
 """
 import argparse
 import json
@@ -17,49 +38,95 @@ import torch
 
 from resnet50_torch import resnet50
 
+MEAN = (0.485, 0.456, 0.406)
+STD = (0.229, 0.224, 0.225)
 
-def run(precision, batch, steps, warmup):
+
+def host_batches(batch, count=4):
+    """Normalised float32 NCHW images in pinned host memory, channels-last."""
+    out = []
+    for i in range(count):
+        g = torch.Generator().manual_seed(i)
+        x = torch.randint(0, 256, (batch, 3, 224, 224), dtype=torch.uint8, generator=g).float().div_(255)
+        for c in range(3):
+            x[:, c].sub_(MEAN[c]).div_(STD[c])
+        out.append(x.contiguous(memory_format=torch.channels_last).pin_memory())
+    return out
+
+
+def run(precision, batch, steps, warmup, input_kind, compile_mode, profile_out):
     torch.manual_seed(1)
     torch.backends.cuda.matmul.allow_tf32 = True
     torch.backends.cudnn.allow_tf32 = True
     torch.backends.cudnn.benchmark = True
     model = resnet50().cuda().to(memory_format=torch.channels_last)
-    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5)
-    images = torch.randn(batch, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
-    labels = torch.randint(0, 1000, (batch,), device="cuda")
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9, weight_decay=5e-5, foreach=True)
     dtype = {"tf32": None, "bf16": torch.bfloat16, "fp16": torch.float16}[precision]
     scaler = torch.amp.GradScaler("cuda", enabled=precision == "fp16")
     loss_fn = torch.nn.CrossEntropyLoss()
+    forward = torch.compile(model, mode=compile_mode) if compile_mode else model
+    resident = torch.randn(batch, 3, 224, 224, device="cuda").to(memory_format=torch.channels_last)
+    labels = torch.randint(0, 1000, (batch,), device="cuda")
+    hosts = host_batches(batch) if input_kind == "host" else None
 
-    def step():
+    def step(i):
+        images = hosts[i % len(hosts)].cuda(non_blocking=True) if hosts else resident
         opt.zero_grad(set_to_none=True)
         with torch.autocast("cuda", dtype=dtype or torch.float32, enabled=dtype is not None):
-            loss = loss_fn(model(images), labels)
+            loss = loss_fn(forward(images), labels)
         scaler.scale(loss).backward()
         scaler.step(opt)
         scaler.update()
 
-    for _ in range(warmup):
-        step()
+    t0 = time.perf_counter()
+    step(0)  # the compile, when compiled
+    torch.cuda.synchronize()
+    first_s = time.perf_counter() - t0
+    for i in range(1, warmup):
+        step(i)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
-    for _ in range(steps):
-        step()
+    for i in range(steps):
+        step(i)
     torch.cuda.synchronize()
     seconds = time.perf_counter() - t0
-    return {"precision": precision, "batch": batch, "steps": steps,
-            "img_s": batch * steps / seconds}
+    row = {"impl": f"pytorch-compile-{compile_mode}" if compile_mode else "pytorch-eager",
+           "precision": precision, "batch": batch, "input": input_kind, "steps": steps,
+           "step_ms": 1e3 * seconds / steps, "img_s": batch * steps / seconds}
+    if compile_mode:
+        row["compile_s"] = first_s
+    if profile_out:
+        from torch.profiler import ProfilerActivity, profile, schedule
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA],
+                     schedule=schedule(wait=0, warmup=2, active=3)) as prof:
+            for i in range(5):
+                step(i)
+                prof.step()
+        torch.cuda.synchronize()
+        prof.export_chrome_trace(profile_out)
+    return row
 
 
 def main():
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--batch", type=int, default=256)
-    p.add_argument("--steps", type=int, default=30)
-    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--steps", type=int, default=48)
+    p.add_argument("--warmup", type=int, default=8)
     p.add_argument("--precisions", default="tf32,bf16,fp16")
+    p.add_argument("--input", choices=("resident", "host", "both"), default="resident")
+    p.add_argument("--compile", dest="compile_mode", default=None,
+                   choices=("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"))
+    p.add_argument("--profile-out", default=None)
     a = p.parse_args()
+    if a.steps < 1 or a.warmup < 1:
+        p.error("--steps and --warmup must be >= 1")
+    inputs = ("resident", "host") if a.input == "both" else (a.input,)
+    profile_out = a.profile_out
     for precision in a.precisions.split(","):
-        print(json.dumps(run(precision, a.batch, a.steps, a.warmup)), flush=True)
+        for input_kind in inputs:
+            print(json.dumps(run(precision, a.batch, a.steps, a.warmup, input_kind, a.compile_mode,
+                                 profile_out)), flush=True)
+            profile_out = None  # the first row only
 
 
 if __name__ == "__main__":

@@ -107,6 +107,30 @@ if(BIGBATCH_HAVE_NVCC)
   endif()
 endif()
 
+# cuDNN (the fused BatchNorm+ReLU, src/models/cuda/fused_batch_norm.cpp):
+# the headers and libcudnn.so.9 of the PyTorch wheel's own nvidia-cudnn
+# package (site-packages/nvidia/cudnn, first: the library libtorch_cuda
+# loads), CUDNN_ROOT, or the toolkit's. The CUDA variant only (the file
+# uses libtorch's cuDNN handle); without it model.fused_bn fuses nothing.
+set(BIGBATCH_HAVE_CUDNN OFF)
+if(BIGBATCH_CUDA)
+  set(_cudnn_hints $ENV{CUDNN_ROOT} ${CUDNN_ROOT})
+  if(Torch_DIR)
+    list(PREPEND _cudnn_hints "${Torch_DIR}/../../../../nvidia/cudnn")
+  endif()
+  list(APPEND _cudnn_hints ${CUDAToolkit_LIBRARY_ROOT} ${CUDAToolkit_TARGET_DIR})
+  find_path(CUDNN_INCLUDE_DIR cudnn.h HINTS ${_cudnn_hints} ${CUDAToolkit_INCLUDE_DIRS}
+            PATH_SUFFIXES include)
+  find_library(CUDNN_LIBRARY NAMES cudnn libcudnn.so.9 HINTS ${_cudnn_hints}
+               ${CUDAToolkit_LIBRARY_DIR} PATH_SUFFIXES lib lib64)
+  if(CUDNN_INCLUDE_DIR AND CUDNN_LIBRARY)
+    set(BIGBATCH_HAVE_CUDNN ON)
+    message(STATUS "bigbatch: cuDNN ${CUDNN_LIBRARY} (${CUDNN_INCLUDE_DIR}/cudnn.h)")
+  else()
+    message(STATUS "bigbatch: no cuDNN headers found (set CUDNN_ROOT); model.fused_bn fuses nothing")
+  endif()
+endif()
+
 # nvJPEG (the GPU decode path, data.decode = "gpu": src/data/cuda): the
 # toolkit's copy, NVJPEG_ROOT (an unpacked nvidia-nvjpeg wheel's nvidia/cu13
 # folder — scripts/fetch-gpu-deps fetches the wheel, scripts/check-cuda-variant

@@ -25,22 +25,12 @@ DynamicLossScaler::DynamicLossScaler(LossScalerOptions o) : options_(o) {
   state_ = {o.initScale, 0, o.hysteresis};
 }
 
-bool DynamicLossScaler::update(bool finite) {
-  if (finite) {
-    if (++state_.cleanSteps >= options_.growthInterval) {
-      state_.scale = std::min(state_.scale * options_.growthFactor, options_.maxScale);
-      state_.cleanSteps = 0;
-      state_.overflowsLeft = options_.hysteresis;
-    }
-    return true;
-  }
-  state_.cleanSteps = 0;
-  if (--state_.overflowsLeft <= 0) {
-    state_.scale = std::max(state_.scale * options_.backoffFactor, options_.minScale);
-    state_.overflowsLeft = options_.hysteresis;
-  }
-  return false;
+LossScaleRule DynamicLossScaler::rule() const {
+  const LossScalerOptions& o = options_;
+  return {o.growthFactor, o.backoffFactor, o.growthInterval, o.minScale, o.maxScale, o.hysteresis};
 }
+
+bool DynamicLossScaler::update(bool finite) { return updateLossScale(state_, rule(), finite); }
 
 void DynamicLossScaler::loadState(const LossScalerState& s) {
   BIGBATCH_REQUIRE(s.scale >= options_.minScale && s.scale <= options_.maxScale, InvalidArgument,

@@ -265,16 +265,15 @@ CropRect cropRect(const ImageSize& decoded, const ImageSize& original, const Cro
   return r;
 }
 
-void augmentInto(const Image& decoded, const ImageSize& original, const CropPlan& plan,
-                 const ImageAugment& a, torch::Tensor out) {
+namespace {
+
+// augmentInto with the per-channel factors given: x * scale[c] + shift[c].
+void augmentWith(const Image& decoded, const ImageSize& original, const CropPlan& plan,
+                 const ImageAugment& a, std::vector<float>& scale, std::vector<float>& shift,
+                 torch::Tensor out) {
   const int64_t C = decoded.channels, H = decoded.height, W = decoded.width;
-  BIGBATCH_REQUIRE(out.dim() == 3 && out.size(0) == C, InvalidArgument,
-                   "augment: output slot {} for a {}-channel image", c10::str(out.sizes()), C);
   const CropRect r = cropRect({H, W}, original, plan);
   const int64_t top = r.top, left = r.left, h = r.height, w = r.width;
-  Normalisation n = normalisationOf(a, C);
-  std::vector<float>& scale = n.scale;
-  std::vector<float>& shift = n.shift;
   if (a.padCrop == 0 && out.scalar_type() == torch::kFloat && h == H && w == W &&
       out.size(1) == H && out.size(2) == W) {
     // The whole image at its own size (Fashion-MNIST, synthetic data):
@@ -306,6 +305,42 @@ void augmentInto(const Image& decoded, const ImageSize& original, const CropPlan
   const torch::Tensor scaleT = torch::from_blob(scale.data(), {C, 1, 1}, torch::kFloat);
   const torch::Tensor shiftT = torch::from_blob(shift.data(), {C, 1, 1}, torch::kFloat);
   out.copy_(t.squeeze(0).mul_(scaleT).add_(shiftT));
+}
+
+}  // namespace
+
+void augmentInto(const Image& decoded, const ImageSize& original, const CropPlan& plan,
+                 const ImageAugment& a, torch::Tensor out) {
+  const int64_t C = decoded.channels;
+  BIGBATCH_REQUIRE(out.dim() == 3 && out.size(0) == C, InvalidArgument,
+                   "augment: output slot {} for a {}-channel image", c10::str(out.sizes()), C);
+  Normalisation n = normalisationOf(a, C);
+  augmentWith(decoded, original, plan, a, n.scale, n.shift, out);
+}
+
+void augmentBytesInto(const Image& decoded, const ImageSize& original, const CropPlan& plan,
+                      const ImageAugment& a, torch::Tensor out) {
+  const int64_t C = decoded.channels, H = decoded.height, W = decoded.width;
+  BIGBATCH_REQUIRE(out.dim() == 3 && out.size(0) == C && out.scalar_type() == torch::kUInt8,
+                   InvalidArgument, "augment: uint8 output slot {} ({}) for a {}-channel image",
+                   c10::str(out.sizes()), std::string(out.dtype().name()), C);
+  const CropRect r = cropRect({H, W}, original, plan);
+  if (a.padCrop == 0 && r.height == H && r.width == W && out.size(1) == H && out.size(2) == W) {
+    // The whole image at its own size: the pixels as they are (HWC into
+    // the slot's strides; one run per row in a channels-last slot).
+    const torch::Tensor hwc =
+        torch::from_blob(const_cast<uint8_t*>(decoded.pixels.data()), {H, W, C}, torch::kUInt8);
+    out.copy_(hwc.permute({2, 0, 1}));
+    return;
+  }
+  // Crop, pad and resize as the float path does, unflipped and with the
+  // factors 1 and 0, then to the nearest 8-bit value.
+  CropPlan unflipped = plan;
+  unflipped.flip = false;
+  std::vector<float> one(static_cast<size_t>(C), 1.f), zero(static_cast<size_t>(C), 0.f);
+  torch::Tensor values = torch::empty(out.sizes(), torch::kFloat);
+  augmentWith(decoded, original, unflipped, a, one, zero, values);
+  out.copy_(values.round_().clamp_(0, 255));
 }
 
 }  // namespace bigbatch

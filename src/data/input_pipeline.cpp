@@ -66,7 +66,7 @@ struct InputPipeline::State {
   BoundedQueue<WorkPtr> readQ, decodeQ, augmentQ;
 
   struct Slot {
-    torch::Tensor images, labels;
+    torch::Tensor images, labels, flips;  // flips: uint8Batches only
     std::vector<char> ok;
     std::atomic<int64_t> remaining{0};
     int64_t batch = -1;
@@ -215,7 +215,12 @@ struct InputPipeline::State {
   bool augmentStep(Work& x) {
     Slot& s = slots[x.slot];
     try {
-      augmentInto(x.image->image, x.image->original, x.plan, augment, s.images[x.row]);
+      if (o.uint8Batches) {  // the flip and normalisation are the consumer's
+        augmentBytesInto(x.image->image, x.image->original, x.plan, augment, s.images[x.row]);
+        s.flips.data_ptr<uint8_t>()[x.row] = x.plan.flip ? 1 : 0;
+      } else {
+        augmentInto(x.image->image, x.image->original, x.plan, augment, s.images[x.row]);
+      }
       s.labels.data_ptr<int64_t>()[x.row] = source->label(x.index);
     } catch (const std::exception& e) {
       bad(x, e);
@@ -254,11 +259,16 @@ struct InputPipeline::State {
     if (!reuse || !s.images.defined() || s.images.size(0) != n || s.images.use_count() > 1) {
       s.images = torch::empty(
           {n, channels, out.height, out.width},
-          torch::TensorOptions(torch::kFloat).pinned_memory(o.pinMemory),
+          torch::TensorOptions(o.uint8Batches ? torch::kUInt8 : torch::kFloat)
+              .pinned_memory(o.pinMemory),
           o.channelsLast ? at::MemoryFormat::ChannelsLast : at::MemoryFormat::Contiguous);
     }
     if (!reuse || !s.labels.defined() || s.labels.size(0) != n || s.labels.use_count() > 1) {
       s.labels = torch::empty({n}, torch::TensorOptions(torch::kInt64).pinned_memory(o.pinMemory));
+    }
+    if (o.uint8Batches &&
+        (!reuse || !s.flips.defined() || s.flips.size(0) != n || s.flips.use_count() > 1)) {
+      s.flips = torch::empty({n}, torch::TensorOptions(torch::kUInt8).pinned_memory(o.pinMemory));
     }
     s.ok.assign(static_cast<size_t>(n), 0);
     s.batch = b;
@@ -378,12 +388,14 @@ bool InputPipeline::next(PipelineBatch& out) {
   if (keep.size() == b.ok.size()) {
     out.images = b.images;
     out.labels = b.labels;
+    out.flips = b.flips;
     out.indices = idx;
   } else {
     const torch::Tensor rows = torch::tensor(keep, torch::kInt64);
     out.images = b.images.index_select(0, rows);
     if (s.o.channelsLast) out.images = out.images.contiguous(at::MemoryFormat::ChannelsLast);
     out.labels = b.labels.index_select(0, rows);
+    if (b.flips.defined()) out.flips = b.flips.index_select(0, rows);
     for (int64_t r : keep) out.indices.push_back(idx[r]);
     out.skipped = static_cast<int64_t>(b.ok.size() - keep.size());
   }
@@ -391,6 +403,12 @@ bool InputPipeline::next(PipelineBatch& out) {
   ++s.nextOut;
   s.delivered += static_cast<int64_t>(keep.size());
   return true;
+}
+
+bool InputPipeline::uint8Batches() const { return state_->o.uint8Batches; }
+
+Normalisation InputPipeline::normalisation() const {
+  return normalisationOf(state_->augment, state_->channels);
 }
 
 PipelineStats InputPipeline::stats() const {

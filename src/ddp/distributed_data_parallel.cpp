@@ -47,7 +47,17 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, JobCo
                    "fusion autotuning needs at least 1 step per candidate (got {})",
                    options_.tuneSteps);
   allreduce_ = makeGradientAllreduce(options_);
-  buckets_ = std::make_unique<GradientBuckets>(model_);
+  // One rank on a GPU exchanges nothing: its gradients stay autograd's own
+  // (no bucket views to clear and add into every step; gradient_buckets.h).
+  // On the CPU they stay bucket views, so that a lone rank steps exactly as
+  // each of N ranks does (a parameter without a gradient still decays).
+  bool onCuda = false;
+  for (const auto& p : model_.parameters()) {
+    onCuda = p.is_cuda();
+    break;
+  }
+  bindGradients_ = size_ > 1 || !onCuda;
+  buckets_ = std::make_unique<GradientBuckets>(model_, bindGradients_);
   const bool partitioned = options_.partition && size_ > 1;
   const bool compressed = options_.compression != GradientCompression::kNone;
   BIGBATCH_REQUIRE(!(compressed && options_.partition), InvalidArgument,
@@ -88,7 +98,7 @@ DistributedDataParallel::DistributedDataParallel(torch::nn::Module& model, JobCo
     }
   }
   layoutFor(fusion, partitioned);
-  buckets_->installHooks([this](size_t param) { markReady(param); });
+  if (bindGradients_) buckets_->installHooks([this](size_t param) { markReady(param); });
 }
 
 DistributedDataParallel::~DistributedDataParallel() {

@@ -31,7 +31,8 @@ torch::Tensor shapedLike(const torch::Tensor& flat, const torch::Tensor& p) {
                                           : flat.view(p.sizes());
 }
 
-GradientBuckets::GradientBuckets(torch::nn::Module& model) {
+GradientBuckets::GradientBuckets(torch::nn::Module& model, bool bindGradients)
+    : bind_(bindGradients) {
   for (const auto& item : model.named_parameters()) {
     if (!item.value().requires_grad()) continue;
     params_.push_back(item.value());
@@ -69,6 +70,12 @@ void GradientBuckets::layoutFor(size_t fusionBytes) {
   views_.assign(params_.size(), torch::Tensor());
   pending_.assign(layout_.size(), 0);
   buffers_.clear();
+  if (!bind_) {
+    for (size_t b = 0; b < layout_.size(); ++b) {
+      for (const auto& e : layout_[b].entries) bucketOf_[e.param] = b;
+    }
+    return;
+  }
   torch::NoGradGuard noGrad;
   for (size_t b = 0; b < layout_.size(); ++b) {
     buffers_.push_back(torch::zeros({layout_[b].numel}, params_.front().options()));
@@ -94,6 +101,10 @@ void GradientBuckets::installHooks(std::function<void(size_t param)> onReady) {
 }
 
 void GradientBuckets::zero() {
+  if (!bind_) {
+    for (auto& p : params_) p.mutable_grad().reset();
+    return;
+  }
   for (auto& b : buffers_) b.zero_();
   for (size_t i = 0; i < params_.size(); ++i) {
     if (!params_[i].grad().defined() || params_[i].grad().data_ptr() != views_[i].data_ptr()) {
@@ -114,7 +125,7 @@ bool GradientBuckets::markReady(size_t param) {
   if (ready_[param]) return false;
   ready_[param] = 1;
   torch::Tensor& g = params_[param].mutable_grad();
-  if (g.data_ptr() != views_[param].data_ptr()) {
+  if (bind_ && g.data_ptr() != views_[param].data_ptr()) {
     // Autograd replaced the gradient tensor: bring it back into the bucket.
     torch::NoGradGuard noGrad;
     views_[param].copy_(g);

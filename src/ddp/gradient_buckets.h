@@ -10,6 +10,13 @@
 // Distributed", VLDB 2020). layoutFor() lays the buckets out anew (the
 // fusion tuner's candidates) and re-points every gradient.
 //
+// A lone rank on a GPU exchanges nothing, and then the buckets hold
+// nothing either (`bindGradients` false; distributed_data_parallel.cpp): the layout is still computed (the
+// banner and the rank check read it), but no buffer is allocated, no
+// gradient is a view, zero() sets every gradient to none and backward's
+// AccumulateGrad keeps the tensor it made — no bucket to clear, no copy
+// into a view. The gradients are the same values either way (x, or 0 + x).
+//
 // Threading: one compute thread; the hooks run on the thread that runs
 // backward (the compute thread on CPU). Internal to src/ddp.
 #pragma once
@@ -33,7 +40,8 @@ class GradientBuckets {
  public:
   // The parameters of `model` that require grad, in registration order:
   // fp32 (the exchange keeps fp32 master gradients), all on one device.
-  explicit GradientBuckets(torch::nn::Module& model);
+  // `bindGradients` false: the layout only (see above).
+  explicit GradientBuckets(torch::nn::Module& model, bool bindGradients = true);
   ~GradientBuckets();  // removes the hooks
   GradientBuckets(const GradientBuckets&) = delete;
   GradientBuckets& operator=(const GradientBuckets&) = delete;
@@ -43,6 +51,7 @@ class GradientBuckets {
   std::vector<int64_t> numels() const;
   bool empty() const { return params_.empty(); }
   const torch::Device& device() const { return device_; }
+  bool bindsGradients() const { return bind_; }
 
   // (Re)builds the buckets for a cap of `fusionBytes`, each entry 64-byte
   // aligned (kParameterAlignElements, bucket_layout.h), and points every
@@ -55,7 +64,8 @@ class GradientBuckets {
 
   // Calls `onReady(param)` after each parameter's gradient is accumulated.
   void installHooks(std::function<void(size_t param)> onReady);
-  // Zeroes every bucket and re-attaches a view user code replaced or dropped.
+  // Zeroes every bucket and re-attaches a view user code replaced or
+  // dropped; without bound gradients, sets every gradient to none.
   void zero();
   // Before a synced backward: nothing ready, nothing handed out.
   void beginSync();
@@ -73,6 +83,7 @@ class GradientBuckets {
  private:
   std::vector<torch::Tensor> params_;
   std::vector<std::string> names_;
+  bool bind_ = true;
   std::function<void(size_t)> onReady_;  // the hooks hold its address
   torch::Device device_{torch::kCPU};
   size_t fusion_ = 0;

@@ -2,6 +2,7 @@
 
 #include "bigbatch/common/error.h"
 #include "bigbatch/models/average_pool.h"
+#include "bigbatch/models/fused_batch_norm.h"
 #include "bigbatch/models/layer_tap.h"
 
 namespace bigbatch {
@@ -23,6 +24,15 @@ torch::nn::Sequential shortcut(int64_t in, int64_t out, int64_t stride,
 torch::Tensor runShortcut(torch::nn::Sequential& shortcut, const torch::Tensor& x) {
   torch::Tensor y = tappedConv(*shortcut->ptr(0)->as<torch::nn::Conv2d>(), x);
   return shortcut->ptr(1)->as<torch::nn::BatchNorm2d>()->forward(y);
+}
+
+// relu(bn(y)): one cuDNN call where `fused` and the input allow
+// (fused_batch_norm.h), else the two layers.
+torch::Tensor bnRelu(torch::nn::BatchNorm2d& bn, const torch::Tensor& y, bool fused) {
+  if (fused) {
+    if (torch::Tensor out = batchNormRelu(*bn, y); out.defined()) return out;
+  }
+  return torch::relu(bn(y));
 }
 
 }  // namespace
@@ -54,18 +64,29 @@ BottleneckImpl::BottleneckImpl(int64_t inPlanes, int64_t planes, int64_t stride,
   bn3_ = register_module("bn3", makeBatchNorm(planes * kExpansion, options));
   downsample_ = shortcut(inPlanes, planes * kExpansion, stride, options);
   if (downsample_) register_module("downsample", downsample_);
+  fused_ = options.fusedBatchNorm;
 }
 
 torch::Tensor BottleneckImpl::forward(torch::Tensor x) {
-  torch::Tensor out = torch::relu(bn1_(tappedConv(*conv1_, x)));
-  out = torch::relu(bn2_(tappedConv(*conv2_, out)));
-  out = bn3_(tappedConv(*conv3_, out));
+  torch::Tensor out = bnRelu(bn1_, tappedConv(*conv1_, x), fused_);
+  out = bnRelu(bn2_, tappedConv(*conv2_, out), fused_);
+  const torch::Tensor y = tappedConv(*conv3_, out);
+  if (fused_) {
+    // relu(bn3(y) + shortcut) in one call: the shortcut first.
+    const torch::Tensor shortcut = downsample_ ? runShortcut(downsample_, x) : x;
+    if (torch::Tensor sum = batchNormRelu(*bn3_, y, shortcut); sum.defined()) return sum;
+    out = bn3_(y);
+    out += shortcut;
+    return torch::relu(out);
+  }
+  out = bn3_(y);
   out += downsample_ ? runShortcut(downsample_, x) : x;
   return torch::relu(out);
 }
 
 ResNetImpl::ResNetImpl(const ModelOptions& options) {
   imagenetStem_ = options.name == "resnet50";
+  fused_ = options.fusedBatchNorm;
   std::vector<int64_t> widths = options.widths;
   std::vector<int64_t> blocks = options.blocks;
   if (imagenetStem_) {
@@ -112,7 +133,7 @@ ResNetImpl::ResNetImpl(const ModelOptions& options) {
 }
 
 torch::Tensor ResNetImpl::forward(torch::Tensor x) {
-  x = torch::relu(bn1_(tappedConv(*conv1_, x)));
+  x = bnRelu(bn1_, tappedConv(*conv1_, x), fused_);
   if (imagenetStem_) x = torch::max_pool2d(x, 3, 2, 1);
   for (auto& stage : layers_) x = stage->forward(x);
   x = adaptiveAvgPool2d(x, 1, 1).flatten(1);

@@ -62,6 +62,19 @@ struct FusedHyper {
   float gradScale = 1;  // every gradient is read as gradScale · g (1 / loss scale)
 };
 
+// What changes from step to step in the deferred form of the device step
+// (cuda/fused_step_cuda.h), read from device memory. Its tensor table
+// holds each tensor's multipliers — its group's lr factor (1, or the
+// excluded group's) and its group's weight decay — which the kernels
+// multiply by `lr` and `decayScale` (the same double products
+// Optimizer::group() forms on the host).
+struct FusedStepScalars {
+  double lr = 1, decayScale = 1;
+  float momentum = 0;
+  float bias1 = 1, bias2 = 1;  // LAMB
+  float gradScale = 1;         // without an attached loss scale
+};
+
 struct FusedChunk {
   int32_t tensor;
   int64_t begin, end;  // element range inside the tensor

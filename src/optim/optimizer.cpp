@@ -236,11 +236,68 @@ StepResult Optimizer::stepOnDevice(const StepHyper& h) {
   std::vector<optim_detail::FusedTensor> tensors;
   optim_detail::FusedHyper hyper;
   describeFusedStep(h, tensors, hyper);
-  if (!deviceStep_) deviceStep_ = std::make_unique<optim_detail::DeviceStep>();
-  const optim_detail::FusedOutcome o =
-      deviceStep_->run(tensors, hyper, params_.front().tensor.device());
+  const optim_detail::FusedOutcome o = deviceStep().run(tensors, hyper, device());
   return {o.applied, o.gradNormSq};
 }
+
+optim_detail::DeviceStep& Optimizer::deviceStep() {
+  if (!deviceStep_) deviceStep_ = std::make_unique<optim_detail::DeviceStep>();
+  return *deviceStep_;
+}
+
+void Optimizer::attachLossScale(const LossScaleRule& rule, const LossScalerState& state) {
+  BIGBATCH_REQUIRE(deviceFusedEligible(), InvalidArgument,
+                   "a loss scale in device memory needs the fused device step (the CUDA build, "
+                   "fp32 parameters on one GPU, optim.fused = true, not partitioned)");
+  deviceStep().attachLossScale(rule, state, device());
+}
+
+void Optimizer::prepareDeferred(const StepHyper& h) {
+  BIGBATCH_REQUIRE(deviceFusedEligible() && !kfac_, InvalidArgument,
+                   "the deferred step needs the fused device step (the CUDA build, fp32 "
+                   "parameters on one GPU, optim.fused = true, not partitioned) and no K-FAC");
+  // The table with each tensor's multipliers: lr 1 and decay scale 1 give
+  // group() its factors, which the kernels multiply by the step's values.
+  StepHyper unit = h;
+  unit.lr = 1.0;
+  unit.weightDecayScale = 1.0;
+  std::vector<optim_detail::FusedTensor> tensors;
+  if (!deferredHyper_) deferredHyper_ = std::make_unique<optim_detail::FusedHyper>();
+  describeFusedStep(unit, tensors, *deferredHyper_);
+  optim_detail::FusedStepScalars v;
+  v.lr = h.lr;
+  v.decayScale = h.weightDecayScale;
+  v.momentum = deferredHyper_->momentum;
+  v.bias1 = deferredHyper_->bias1;
+  v.bias2 = deferredHyper_->bias2;
+  v.gradScale = static_cast<float>(h.gradScale);
+  deviceStep().prepare(tensors, v, device());
+}
+
+void Optimizer::launchDeferred() {
+  BIGBATCH_CHECK(deferredHyper_ != nullptr, Error, "launchDeferred() before prepareDeferred()");
+  deviceStep().launch(*deferredHyper_, device());
+}
+
+void Optimizer::markDeferred() { deviceStep().markLaunched(device()); }
+
+void Optimizer::stepDeferred(const StepHyper& h) {
+  torch::NoGradGuard noGrad;
+  prepareDeferred(h);
+  launchDeferred();
+  markDeferred();
+}
+
+std::optional<DeferredStepResult> Optimizer::settleDeferred() {
+  if (!deviceStep_ || !deviceStep_->pending()) return std::nullopt;
+  const optim_detail::DeferredOutcome o = deviceStep_->settle();
+  if (o.applied) ++steps_;
+  return DeferredStepResult{o.applied, o.gradNormSq, o.scaleBefore, o.scaleAfter};
+}
+
+torch::Tensor Optimizer::deviceLossScale() { return deviceStep().lossScale(device()); }
+
+torch::Tensor Optimizer::deviceSkipped() { return deviceStep().skipped(device()); }
 
 void Optimizer::zeroGrad() {
   for (auto& p : params_) {

@@ -14,6 +14,7 @@
 #include "bigbatch/amp/precision.h"
 #include "bigbatch/collectives/allreduce_selector.h"
 #include "bigbatch/common/error.h"
+#include "bigbatch/models/fused_batch_norm.h"
 #include "gpu_exchange.h"
 #include "recipe.h"
 #include "recipe_keys.h"
@@ -178,6 +179,50 @@ void checkExchange(const Config& c) {
   }
 }
 
+// run.cuda_graph: what a captured step cannot hold, each named with the
+// key that asks for it. More ranks than one under mpirun are refused when
+// the run starts (the world size is known then).
+void checkCudaGraph(const Config& c) {
+  if (!c.getBool("run.cuda_graph")) return;
+  const auto refuse = [](bool bad, const std::string& why) {
+    BIGBATCH_REQUIRE(!bad, InvalidArgument, "run.cuda_graph = true cannot capture the step: {}; "
+                     "set run.cuda_graph = false (docs/GPU.md, \"The single-GPU step\")", why);
+  };
+  refuse(c.getBool("optim.kfac"),
+         "optim.kfac taps every layer's activations and gradients on the host");
+  refuse(c.getInt("train.virtual_workers") > 1,
+         "train.virtual_workers > 1 splits each batch into BatchNorm groups by host-side slicing");
+  refuse(c.getString("model.name") == "torchscript",
+         "model.name = \"torchscript\": a scripted module may run host code in its forward");
+  refuse(c.getInt("train.accumulation_steps") > 1,
+         "train.accumulation_steps > 1: the graph holds one micro-batch per step");
+  refuse(c.getInt("run.workers") > 1,
+         "run.workers > 1: the gradient exchange between ranks is not captured (yet)");
+  refuse(c.getString("ddp.compression") != "none",
+         "ddp.compression: the codec's memory follows the loss scale on the host");
+  refuse(!c.getBool("optim.fused"),
+         "optim.fused = false: the per-tensor optimizer reads its norms on the host");
+  refuse(c.getString("train.nonfinite") == "skip",
+         "train.nonfinite = skip restores the BatchNorm statistics from a copy made per step");
+  refuse(!c.getIntList("schedule.batch_epochs").empty(),
+         "a batch-size schedule (schedule.batch_epochs) changes the batch the graph was captured "
+         "with");
+  refuse(c.getString("run.device") != "cuda", "run.device = \"" + c.getString("run.device") +
+                                                  "\": a CUDA graph needs run.device = \"cuda\"");
+}
+
+// model.fused_bn = "on": refused where nothing can fuse ("auto" never is).
+void checkFusedBatchNorm(const Config& c) {
+  if (c.getString("model.fused_bn") != "on") return;
+  BIGBATCH_REQUIRE(fusedBatchNormAvailable(), InvalidArgument,
+                   "model.fused_bn = \"on\" needs the CUDA build with cuDNN's headers "
+                   "(scripts/build-cuda; docs/GPU.md); set model.fused_bn = \"auto\" or \"off\"");
+  BIGBATCH_REQUIRE(c.getString("run.device") == "cuda", InvalidArgument,
+                   "model.fused_bn = \"on\" fuses cuDNN's BatchNorm on a GPU, but run.device = "
+                   "\"{}\"; set run.device = \"cuda\", or model.fused_bn = \"auto\"",
+                   c.getString("run.device"));
+}
+
 }  // namespace
 
 // The rules between keys, before any worker starts; each throws
@@ -228,6 +273,8 @@ void validateTrainingConfig(const Config& c) {
   checkCompression(c);
   checkBatchAndSchedules(c);
   checkPipelineThreads(c);
+  checkCudaGraph(c);
+  checkFusedBatchNorm(c);
   checkDevice(c);
   train_detail::checkDecodeChoice(train_detail::bindRecipeKeys(c).data, c.getString("run.device"));
   checkExchange(c);

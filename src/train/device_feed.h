@@ -21,6 +21,19 @@
 // written by the copy stream under that forward: silent wrong inputs. This
 // is how PyTorch's own prefetching loaders hand batches across streams.
 //
+// The destination of each copy is allocated like its pinned source (the
+// same strides: a channels-last batch stays channels-last), so the copy is
+// one asynchronous DMA from the pinned buffer. A destination of another
+// layout would make ATen first copy the source into a contiguous buffer on
+// the host — pageable memory, which the driver then copies synchronously:
+// the host blocked inside prefetch() for the whole transfer (issue 55).
+//
+// A pipeline that hands over uint8 pixels (PipelineOptions::uint8Batches)
+// sends a quarter of the bytes; the copy stream then mirrors and normalises
+// them into the compute dtype (data/device_normalise.h) before next() hands
+// the batch over. On the CPU the same ops run in next(), on the caller's
+// thread.
+//
 // Under data.decode = "gpu" the micro-batches come from a GpuJpegPipeline
 // (data/gpu_jpeg_pipeline.h) instead: prefetch() queues the next one's JPEG
 // decode, crop, flip and normalisation on the copy stream, so the decode of
@@ -37,6 +50,7 @@
 #include <memory>
 #include <optional>
 
+#include "bigbatch/data/device_normalise.h"
 #include "bigbatch/data/gpu_jpeg_pipeline.h"
 #include "bigbatch/data/input_pipeline.h"
 
@@ -44,7 +58,10 @@ namespace bigbatch::train_detail {
 
 class DeviceFeed {
  public:
-  DeviceFeed(InputPipeline& pipeline, const torch::Device& device);
+  // `inputType`: the dtype uint8 batches are normalised into (the compute
+  // dtype); float batches arrive as the pipeline made them.
+  DeviceFeed(InputPipeline& pipeline, const torch::Device& device,
+             torch::ScalarType inputType = torch::kFloat);
   // Batches decoded on `device` (a CUDA device) by the GPU decode path.
   DeviceFeed(GpuJpegPipeline& pipeline, const torch::Device& device);
 
@@ -53,9 +70,16 @@ class DeviceFeed {
   bool next(PipelineBatch& batch);
   // Starts the following micro-batch's copy, unless one is on its way.
   void prefetch();
+  // TrainOptions::residentBatch: from now on next() hands out the first
+  // batch again and again, `count` times in all, with no further copy.
+  void replayFirst(int64_t count);
 
  private:
   bool fetch();  // pipeline -> pinned -> device (async); false at the end
+  bool nextResident(PipelineBatch& batch);  // replayFirst()'s next()
+  // An allocation like `pinned` (same sizes and strides) on the device,
+  // written from it asynchronously on the current (copy) stream.
+  torch::Tensor copyToDevice(const torch::Tensor& pinned) const;
 
   InputPipeline* pipeline_ = nullptr;  // one of the two
   GpuJpegPipeline* gpu_ = nullptr;
@@ -64,6 +88,10 @@ class DeviceFeed {
   bool ended_ = false;
   std::unique_ptr<c10::Event> arrived_;
   std::optional<c10::Stream> copyStream_;
+  torch::ScalarType inputType_ = torch::kFloat;
+  int64_t replays_ = -1;  // replayFirst(): hand-outs left (-1: off)
+  std::optional<PipelineBatch> resident_;
+  DeviceNormalisation normalisation_;  // for uint8 batches
 };
 
 }  // namespace bigbatch::train_detail

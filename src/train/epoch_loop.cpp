@@ -13,6 +13,7 @@
 #include "bigbatch/data/sampler.h"
 #include "bigbatch/models/scripted_model.h"
 #include "bigbatch/schedule/piecewise_linear.h"
+#include "bigbatch/train/step_profiler.h"
 #include "bigbatch/common/supervision_env.h"
 #include "evaluation.h"
 #include "model_state.h"
@@ -66,7 +67,12 @@ class EpochLoop {
         state_(run.state),
         rank_(run.start.rank),
         worldSize_(run.start.worldSize),
-        stepMarker_(run.lead) {}
+        stepMarker_(run.lead) {
+    if (!options.profilePath.empty() && run.lead) {
+      profiler_ = std::make_unique<StepProfiler>(options.profilePath, options.profileFirstStep,
+                                                 options.profileLastStep);
+    }
+  }
 
   TrainResult run();
 
@@ -74,6 +80,7 @@ class EpochLoop {
   EpochSteps trainEpoch();
   void trainOneStep(DeviceFeed& feed, int64_t stepsInEpoch, EpochSteps& e);
   void checkpointMidEpoch(int64_t stepsInEpoch);
+  void settleSteps();
   // Top-1 and top-5 test accuracy on evaluation epochs.
   std::optional<std::pair<double, double>> evaluateIfDue(double& evalS);
   void agreeOnBatchNormStatistics(std::vector<torch::Tensor>& own);
@@ -97,6 +104,9 @@ class EpochLoop {
   Clock::time_point runStart_;
   StepMarker stepMarker_;  // for the supervisor (--max-restarts)
   bool paused_ = false;  // train.stop_after_epoch ended this invocation
+  std::unique_ptr<StepProfiler> profiler_;  // --profile-steps (rank 0)
+  EpochRecord lastEpoch_;                   // for TrainResult's last-epoch figures
+  int64_t lastEpochSteps_ = 0;
 };
 
 // An attempt that `bigbatch train --max-restarts` restarted: the run's
@@ -171,23 +181,32 @@ EpochSteps EpochLoop::trainEpoch() {
   // the same micro-batches either way.
   std::vector<std::vector<int64_t>> batches =
       microBatches(plan, state_.stepInEpoch, recipe_.accumulation);
+  // TrainOptions::residentBatch: the first micro-batch only, replayed.
+  const auto microBatchCount = static_cast<int64_t>(batches.size());
+  if (options_.residentBatch && batches.size() > 1) batches.resize(1);
   std::optional<InputPipeline> pipeline;
   std::optional<GpuJpegPipeline> gpuPipeline;
   if (in.gpu) {
     gpuPipeline.emplace(*in.gpu, in.source, in.augment, recipe_.seed, epoch, std::move(batches));
   } else {
-    pipeline.emplace(in.source, in.augment, in.pipeline, recipe_.seed, epoch, std::move(batches),
+    PipelineOptions options = in.pipeline;
+    options.uint8Batches = in.uint8Transfer;
+    pipeline.emplace(in.source, in.augment, options, recipe_.seed, epoch, std::move(batches),
                      in.cache);
   }
-  DeviceFeed feed = gpuPipeline ? DeviceFeed(*gpuPipeline, run_.start.device.device)
-                                : DeviceFeed(*pipeline, run_.start.device.device);
+  DeviceFeed feed = gpuPipeline
+                        ? DeviceFeed(*gpuPipeline, run_.start.device.device)
+                        : DeviceFeed(*pipeline, run_.start.device.device, in.inputType);
+  if (options_.residentBatch) feed.replayFirst(microBatchCount);
   recorder_.epochStart(epoch, recipe_.epochs, plan.steps);
   const auto start = Clock::now();
   while (state_.stepInEpoch < plan.steps) {
     trainOneStep(feed, plan.steps, e);
     checkpointMidEpoch(plan.steps);
   }
+  settleSteps();  // on a GPU: the last step's outcome and the epoch's tallies
   e.trainS = secondsSince(start);
+  lastEpochSteps_ = plan.steps;
   recorder_.epochStop(epoch);
   return e;
 }
@@ -205,10 +224,12 @@ void EpochLoop::trainOneStep(DeviceFeed& feed, int64_t stepsInEpoch, EpochSteps&
   e.momentum = o.momentum->at(position);
   const double decayScale =
       recipe_.decayFollowsLr && recipe_.peakLr > 0 ? scheduled / recipe_.peakLr : 1.0;
+  if (profiler_) profiler_->beforeStep(s.globalStep + 1);
   const StepOutcome stepped =
       run_.step->run(feed, {s.epoch, s.stepInEpoch + 1, s.globalStep + 1, samples},
                      {e.lr, e.momentum, decayScale}, e.times, s.epochTally);
-  if (!stepped.applied) ++s.epochSkipped;
+  if (profiler_) profiler_->afterStep(s.globalStep + 1);
+  if (stepped.settled && !stepped.applied) ++s.epochSkipped;
   ++s.stepInEpoch;
   ++s.globalStep;
   stepMarker_.record(s.globalStep);
@@ -221,13 +242,26 @@ void EpochLoop::trainOneStep(DeviceFeed& feed, int64_t stepsInEpoch, EpochSteps&
                      samples, e.lr});
   }
   // Rank 0's view: its own loss, every rank's images (same shard sizes).
+  // Deferred, the tallies are on the device: read when a line is due.
+  if (run_.step->deferred() && recorder_.stepLineDue(s.stepInEpoch)) {
+    run_.step->settleTally(s.epochTally);
+  }
   recorder_.step(s.stepInEpoch, static_cast<int64_t>(s.epochTally.seen) * worldSize_,
                  s.epochTally.lossSum / std::max(s.epochTally.seen, 1.0));
+}
+
+// On a GPU (TrainStep::deferred()): the last launched step's outcome and
+// the device's tallies into the run's state, which a checkpoint saves and
+// the epoch's record reads.
+void EpochLoop::settleSteps() {
+  const StepOutcome last = run_.step->settle(state_.epochTally);
+  if (last.settled && !last.applied) ++state_.epochSkipped;
 }
 
 void EpochLoop::checkpointMidEpoch(int64_t stepsInEpoch) {
   const int64_t every = recipe_.ckpt.everySteps;
   if (every <= 0 || state_.globalStep % every != 0 || state_.stepInEpoch >= stepsInEpoch) return;
+  settleSteps();
   state_.elapsedS = elapsedNow();
   if (scaler()) state_.lossScale = scaler()->state();
   run_.checkpointer->save(state_);
@@ -335,6 +369,7 @@ EpochRecord EpochLoop::closeEpoch(const EpochSteps& e) {
   state_.lastLoss = r.trainLoss;
   state_.epochsDone = r.epoch;
   recorder_.epochRecord(r, recipe_.epochs);
+  lastEpoch_ = r;
   return r;
 }
 
@@ -394,6 +429,9 @@ TrainResult EpochLoop::finish() {
   result.trainTimeS = elapsedNow();
   result.throughputImgS =
       state_.trainSeconds > 0 ? static_cast<double>(state_.trainImages) / state_.trainSeconds : 0;
+  result.lastEpochImgS = lastEpoch_.imgS;
+  result.lastEpochS = lastEpoch_.epochTimeS;
+  result.lastEpochSteps = lastEpochSteps_;
   recorder_.closeMlperf(result.reachedTarget ? "success" : "aborted");
 
   Optimizer& optimizer = *run_.optimization.optimizer;

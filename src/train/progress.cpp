@@ -34,11 +34,15 @@ void Progress::startEpoch(int64_t epoch, int64_t epochs, int64_t steps) {
   epochStart_ = lastPrint_ = Clock::now();
 }
 
+bool Progress::due(int64_t step) const {
+  if (!enabled_) return false;
+  const double sinceLast = std::chrono::duration<double>(Clock::now() - lastPrint_).count();
+  return sinceLast >= (tty_ ? 0.25 : plainIntervalS_) || (tty_ && step == steps_);
+}
+
 void Progress::update(int64_t step, int64_t images, double meanLoss) {
-  if (!enabled_) return;
+  if (!due(step)) return;
   const auto now = Clock::now();
-  const double sinceLast = std::chrono::duration<double>(now - lastPrint_).count();
-  if (sinceLast < (tty_ ? 0.25 : plainIntervalS_) && !(tty_ && step == steps_)) return;
   lastPrint_ = now;
   const double elapsed = std::chrono::duration<double>(now - epochStart_).count();
   const double imgS = elapsed > 0 ? static_cast<double>(images) / elapsed : 0;

@@ -51,6 +51,8 @@ struct CheckpointPlan {
 struct RunRecipe {
   uint64_t seed = 1;
   int64_t threads = 0;  // run.threads (0: from the CPUs each rank may use, resolved by the run)
+  bool cudaGraph = false;        // run.cuda_graph
+  std::string fusedBn = "auto";  // model.fused_bn: auto | on | off
   bool channelsLast = true;
   // Data (data.*): the source, how much of it, its augmentation.
   DataOptions data;
@@ -61,6 +63,7 @@ struct RunRecipe {
   // data.*_threads, data.prefetch_batches, data.bad_samples; channelsLast
   // and pinMemory are the run's (pipelineOptionsFor()).
   PipelineOptions pipeline;
+  std::string transfer = "auto";  // data.transfer: uint8 or float batches to the device
   // The batch: images per rank and micro-batch, micro-batches per step.
   int64_t batchPerRank = 1, accumulation = 1;
   int64_t globalBatch = 1;  // ranks × batchPerRank × accumulation

@@ -99,6 +99,15 @@ std::vector<RecipeKey> runKeys() {
         "without one is an error naming it: a TorchScript model's, say); slower. The CPU is "
         "deterministic at a fixed run.threads already"),
        readWhereUsed("run_start.cpp: set with the device")},
+      {F("run.cuda_graph", T::kBool, false,
+        "run.device = cuda: capture the training step - forward, backward, loss scaling and the "
+        "optimizer step - as one CUDA graph after 3 eager warm-up steps and replay it for every "
+        "full batch (the learning rate, momentum and loss scale are read from device memory, so "
+        "the schedules run on). Refused, naming why, where a step cannot be captured: the CPU, "
+        "more than one rank, train.accumulation_steps > 1, train.virtual_workers > 1, "
+        "optim.kfac, optim.fused = false, ddp.compression, model.name = torchscript, "
+        "train.nonfinite = skip, a batch-size schedule (docs/GPU.md, \"The single-GPU step\")"),
+       to(&RunRecipe::cudaGraph)},
       {F("run.workers", T::kInt, int64_t{1},
         "ranks to start on this machine (bigbatch runs mpirun itself); ignored under mpirun, "
         "where MPI gives the world size",
@@ -185,6 +194,14 @@ std::vector<RecipeKey> dataKeys() {
         "\"Decoding on the GPU\")",
         {}, {}, {"cpu", "gpu"}),
        to(&RunRecipe::data, &DataOptions::decode)},
+      {F("data.transfer", T::kString, std::string("auto"),
+        "what a training batch carries to the model's device: uint8 (8-bit pixels, cropped and "
+        "resized on the host; the flip and normalisation on the device, into the compute "
+        "dtype: a quarter of float's bytes on the bus), float (normalised on the host, as the "
+        "CPU computes); auto: uint8 on run.device = cuda, float on the CPU. data.decode = gpu "
+        "decodes on the device and ignores it",
+        {}, {}, {"auto", "uint8", "float"}),
+       to(&RunRecipe::transfer)},
       {F("data.cache_mb", T::kInt, int64_t{0},
         "keep up to N MiB of decoded training images across epochs (later epochs skip reading "
         "and decoding them); 0: none",
@@ -252,6 +269,15 @@ std::vector<RecipeKey> modelKeys() {
         "224 for folders (which are resized to it)",
         0.0, 4096.0),
        to(&RunRecipe::data, &DataOptions::imageSize)},
+      {F("model.fused_bn", T::kString, std::string("auto"),
+        "resnet50 on run.device = cuda: each bottleneck's BatchNorm+ReLU and "
+        "BatchNorm+add+ReLU as one cuDNN kernel each (cudnnBatchNormalizationForwardTrainingEx "
+        "with BN_ACTIVATION / BN_ADD_ACTIVATION, NHWC), forward and backward; auto: on for "
+        "fp16 and bf16 compute with model.channels_last; on: also asked for where auto would "
+        "not (refused off the CUDA build or device); off: the unfused layers. A dtype and "
+        "channel count cuDNN does not fuse (asked once, on a small batch) runs unfused",
+        {}, {}, {"auto", "on", "off"}),
+       to(&RunRecipe::fusedBn)},
       {F("model.channels_last", T::kBool, true,
         "NHWC memory format (faster oneDNN convolutions on CPU)"),
        to(&RunRecipe::channelsLast)},

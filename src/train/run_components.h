@@ -66,6 +66,10 @@ struct RunInput {
   ImageAugment augment;
   PipelineOptions pipeline;
   std::shared_ptr<DecodedCache> cache;  // data.cache_mb
+  // data.transfer: training batches as uint8 pixels (PipelineOptions::
+  // uint8Batches), normalised by the device feed into `inputType`.
+  bool uint8Transfer = false;
+  torch::ScalarType inputType = torch::kFloat;
   // data.decode = "gpu": the nvJPEG decoder and its settings, which every
   // epoch's GpuJpegPipeline and evaluation use instead of the pipeline.
   std::shared_ptr<const GpuDecodeSettings> gpu;

@@ -54,6 +54,8 @@ class RunRecorder {
   void step(int64_t step, int64_t images, double meanLoss) {
     progress_.update(step, images, meanLoss);
   }
+  // Whether step() would print a progress line now.
+  bool stepLineDue(int64_t step) const { return progress_.due(step); }
   void epochStop(int64_t epoch);
 
   void evalStart(int64_t epoch);

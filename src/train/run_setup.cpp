@@ -9,7 +9,9 @@
 #include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/collectives/collectives.h"
 #include "bigbatch/common/cpu_affinity.h"
+#include "bigbatch/common/error.h"
 #include "bigbatch/common/hash.h"
+#include "bigbatch/models/fused_batch_norm.h"
 #include "bigbatch/models/scripted_model.h"
 #include "bigbatch/schedule/piecewise_linear.h"
 #include "bigbatch/train/partitioned_state.h"
@@ -89,6 +91,16 @@ void toChannelsLast(torch::nn::Module& model) {
 // on one batch of the data's shape) — no broadcast (the checksum in
 // restoreOrVerify() proves the ranks agree); --init-from's weights; then on
 // this rank's device.
+// model.fused_bn (models/fused_batch_norm.h): "on" where asked (the config
+// check refused it where it cannot run), "auto" for 16-bit channels-last
+// ResNet-50 on a GPU of the CUDA build.
+bool fusesBatchNorm(const RunRecipe& recipe, const torch::Device& device) {
+  if (recipe.fusedBn == "on") return true;
+  return recipe.fusedBn == "auto" && fusedBatchNormAvailable() && device.is_cuda() &&
+         recipe.precision != Precision::kFp32 && recipe.channelsLast &&
+         recipe.modelName == "resnet50";
+}
+
 std::shared_ptr<ImageClassifierImpl> buildRunModel(const RunRecipe& recipe,
                                                    const TrainingData& data,
                                                    std::shared_ptr<ImageClassifierImpl> given,
@@ -97,7 +109,9 @@ std::shared_ptr<ImageClassifierImpl> buildRunModel(const RunRecipe& recipe,
   std::shared_ptr<ImageClassifierImpl> model = std::move(given);
   if (!model) {
     torch::manual_seed(recipe.seed);
-    model = buildModel(modelOptions(recipe, data.channels, data.numClasses));
+    ModelOptions o = modelOptions(recipe, data.channels, data.numClasses);
+    o.fusedBatchNorm = fusesBatchNorm(recipe, start.device.device);
+    model = buildModel(o);
   }
   if (auto* scripted = dynamic_cast<ScriptedClassifierImpl*>(model.get())) {
     const ImageShape shape = imageShapeOf(data);
@@ -257,6 +271,11 @@ RunInput prepareInput(const RunRecipe& recipe, const TrainingData& data, const R
   in.augment = data.trainAugment;
   in.pipeline = pipelineOptionsFor(recipe, recipe.channelsLast && data.channels > 1);
   in.pipeline.pinMemory = device.device.is_cuda();  // batches assembled where H2D starts
+  // data.transfer: 8-bit pixels to the device, flipped and normalised there
+  // (the training batches only: evaluation's pipeline keeps float).
+  in.uint8Transfer = recipe.transfer == "uint8" ||
+                     (recipe.transfer == "auto" && device.device.is_cuda());
+  in.inputType = in.uint8Transfer ? computeType(recipe.precision) : torch::kFloat;
   if (recipe.data.decode == "gpu") {
     in.gpu = prepareGpuDecode(recipe, in.pipeline, device);
     if (recipe.cacheMb > 0) {
@@ -284,9 +303,31 @@ std::unique_ptr<RunCheckpointer> makeCheckpointer(const RunComponents& run) {
       recipe.globalBatch);
 }
 
-std::unique_ptr<TrainStep> makeStep(const RunComponents& run) {
+// On a GPU the step reads its outcome one step late (TrainStep's header)
+// where nothing needs it at once: K-FAC's statistics, a codec whose memory
+// follows the loss scale (PowerSGD) and a caller's per-step loss
+// (TrainOptions::onStep) do; the fused device step must be the optimizer's.
+bool defersOutcome(const RunComponents& run, bool perStepLoss) {
+  Optimizer& optimizer = *run.optimization.optimizer;
+  return run.start.device.device.is_cuda() && optimizer.deviceFusedEligible() &&
+         optimizer.kfac() == nullptr && run.recipe.ddp.compression == GradientCompression::kNone &&
+         !perStepLoss;
+}
+
+std::unique_ptr<TrainStep> makeStep(const RunComponents& run, bool perStepLoss) {
   StepSettings settings = run.recipe.step;
   settings.device = run.start.device.device;
+  settings.deferOutcome = defersOutcome(run, perStepLoss);
+  settings.cudaGraph = run.recipe.cudaGraph;
+  settings.graphSamples = run.recipe.globalBatch;
+  BIGBATCH_REQUIRE(!settings.cudaGraph || run.start.worldSize == 1, InvalidArgument,
+                   "run.cuda_graph = true with {} ranks: the gradient exchange between ranks is "
+                   "not captured (yet); run one rank, or set run.cuda_graph = false",
+                   run.start.worldSize);
+  BIGBATCH_REQUIRE(!settings.cudaGraph || !perStepLoss, InvalidArgument,
+                   "run.cuda_graph = true with a per-step loss callback (TrainOptions::onStep, "
+                   "bigbatch tune): it reads each step's loss on the host; set run.cuda_graph = "
+                   "false");
   const RunExchange& x = run.exchange;
   return std::make_unique<TrainStep>(*run.model, *x.ddp, *x.job, *run.optimization.optimizer,
                                      run.optimization.scaler.get(), *x.stallGuard, x.timeline.get(),
@@ -392,7 +433,7 @@ std::unique_ptr<RunComponents> setUpRun(const Config& config, const TrainOptions
   run.fault = std::make_unique<FaultInjector>(
       run.recipe.fault, FaultInjector::Placement{run.start.rank, run.start.slot, hostName()});
   run.checkpointer = makeCheckpointer(run);
-  run.step = makeStep(run);
+  run.step = makeStep(run, static_cast<bool>(options.onStep));
 
   const int64_t trainSamples = run.data.train->size();
   recorder.recipe(run.recipe, run.start.worldSize, trainSamples, run.data.test->size(),

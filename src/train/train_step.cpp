@@ -10,6 +10,7 @@
 #include "classification_loss.h"
 #include "fault_injection.h"
 #include "model_state.h"
+#include "step_graph.h"
 
 namespace bigbatch::train_detail {
 namespace {
@@ -29,7 +30,7 @@ bool tallyMicroBatches(const std::vector<torch::Tensor>& sums, const std::vector
   const double* v = host.data_ptr<double>();
   bool poisoned = false;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    const double lossSum = v[2 * i], correct = v[2 * i + 1];
+    const double lossSum = v[3 * i], correct = v[3 * i + 1];
     if (injectedNan || !std::isfinite(lossSum)) {
       poisoned = true;
       continue;
@@ -73,6 +74,22 @@ TrainStep::TrainStep(ImageClassifierImpl& model, DistributedDataParallel& ddp, J
       fault_(fault),
       rank_(rank),
       settings_(std::move(settings)) {
+  if (settings_.deferOutcome && scaler_) {
+    optimizer_.attachLossScale(scaler_->rule(), scaler_->state());
+  }
+  if (settings_.cudaGraph) {
+    // config_schema.cpp refuses the recipes that cannot be captured, naming
+    // each reason; what only the run knows is refused here.
+    BIGBATCH_REQUIRE(settings_.deferOutcome && optimizer_.kfac() == nullptr &&
+                         settings_.accumulation == 1 &&
+                         settings_.groups == 1 && !settings_.skipNonFinite,
+                     InvalidArgument,
+                     "run.cuda_graph: this step cannot be captured (it needs the fused device "
+                     "optimizer with its outcome read one step late: one rank, optim.fused, no "
+                     "K-FAC or PowerSGD, no per-step loss callback, one micro-batch, one BatchNorm "
+                     "group); set run.cuda_graph = false");
+    graph_ = std::make_unique<StepGraph>(settings_.device);
+  }
   if (KfacPreconditioner* kfac = optimizer_.kfac()) {
     LayerRowsSink sink;
     sink.wants = [kfac](const torch::Tensor& w) { return kfac->covers(w); };
@@ -93,16 +110,23 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
   if (faultNow) fault_.inject("step", at.globalStep);
   if (timeline_) timeline_->setStep(at.globalStep);
   const bool tracing = timeline_ && timeline_->active();
-  const double lossFactor = (scaler_ ? scaler_->scale() : 1.0) / static_cast<double>(at.samples);
+  // A captured step replays full batches after the warm-up; a fault, a
+  // short batch or the warm-up itself runs eagerly.
+  if (graph_ && !faultNow && at.samples == settings_.graphSamples &&
+      eagerSteps_ >= kGraphWarmupSteps) {
+    return runGraphed(feed, at, hyper, tracing, times, tally);
+  }
+  const InjectedNan nan{faultNow && fault_.kind() == "nan_input", faultNow && fault_.kind() == "nan"};
+  return runEager(feed, at, hyper, nan, tracing, times, tally, nullptr);
+}
 
-  StepOutcome out;
-  // Each micro-batch's loss sum and top-1 hits stay on the device until
-  // one read-back after the update: on a GPU a read-back between forward
-  // and backward would make the host wait for the forward before it could
-  // queue any of backward.
-  std::vector<torch::Tensor> sums;  // {loss sum, hits} per micro-batch, kDouble
-  std::vector<double> sizes;
-  const bool injectNan = faultNow && fault_.kind() == "nan";
+StepOutcome TrainStep::runEager(DeviceFeed& feed, const StepPosition& at, const StepHyper& hyper,
+                                InjectedNan nan, bool tracing, StepTimes& times, StepTally& tally,
+                                PipelineBatch* taken) {
+  ++eagerSteps_;
+  LossFactor factor;
+  factor.value = (scaler_ ? scaler_->scale() : 1.0) / static_cast<double>(at.samples);
+  if (settings_.deferOutcome && scaler_) factor.onDevice = lossFactorOnDevice(at.samples);
   // train.nonfinite = skip: the BatchNorm running statistics as they were
   // before this step's forwards, put back if a non-finite loss skips the
   // step — a NaN batch would otherwise leave NaN statistics behind, and
@@ -116,43 +140,93 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
   // this thread came back here, must be complete before the forward.
   times.comm += ddp_.waitWeights();
   ddp_.zeroGrad();
+  const MicroBatches m = forwardBackward(feed, at, factor, nan, tracing, times, taken);
+
+  const auto tWait = Clock::now();
+  guard_.enter(at.globalStep, Heartbeat::kExchange);
+  fault_.injectIfDue("exchange", at.globalStep);  // the buckets in flight
+  times.comm += ddp_.finishBackward();
+  const auto t4 = Clock::now();
+  const StepOutcome out =
+      settings_.deferOutcome
+          ? finishDeferred(m, at, hyper, nan.loss, buffersBefore)
+          : finishNow(m, at, hyper, factor.value, nan.loss, buffersBefore, tally);
+  const auto t5 = Clock::now();
+  times.optimizer += seconds(t4, t5);
+  if (tracing) {
+    timeline_->record("comm_wait", Timeline::kComputeThread, tWait, t4);
+    timeline_->record("optimizer", Timeline::kComputeThread, t4, t5);
+  }
+  return out;
+}
+
+// The loss scale the device's last update left over the step's images (the
+// host's copy is a step behind): read by the loss's kernel, never by the
+// host.
+torch::Tensor TrainStep::lossFactorOnDevice(int64_t samples) {
+  torch::NoGradGuard noGrad;
+  return optimizer_.deviceLossScale().div(static_cast<double>(samples)).to(torch::kFloat);
+}
+
+torch::Tensor TrainStep::forward(const torch::Tensor& images, LayerTap* tap) {
+  const AutocastScope autocast(settings_.precision, settings_.device.type());
+  return forwardGroups(model_, images, settings_.groups, tap);
+}
+
+// The micro-batch's loss times the loss factor; its {loss sum, hits,
+// images} row into `m`. A non-finite loss poisons this rank's gradients
+// (times NaN, decided on the device), and the exchange carries the NaN to
+// every rank: all ranks then see a non-finite gradient in the optimizer's
+// norm pass and skip or stop together. A finite loss is multiplied by
+// exactly 1.
+torch::Tensor TrainStep::lossOf(torch::Tensor logits, const torch::Tensor& labels,
+                                const LossFactor& factor, bool nanLoss, MicroBatches& m) {
+  logits = logits.to(torch::kFloat);  // the loss in fp32 whatever the compute type
+  const torch::Tensor lossSum = crossEntropySum(logits, labels, settings_.labelSmoothing);
+  const torch::Tensor scaled =
+      factor.onDevice.defined() ? lossSum * factor.onDevice : lossSum * factor.value;
+  torch::Tensor loss = scaled * torch::where(torch::isfinite(lossSum.detach()), 1.0,
+                                             std::numeric_limits<double>::quiet_NaN());
+  if (nanLoss) loss = loss * std::numeric_limits<double>::quiet_NaN();
+  const double count = static_cast<double>(labels.size(0));
+  m.sums.push_back(torch::stack({lossSum.detach().to(torch::kDouble),
+                                 logits.argmax(1).eq(labels).sum().to(torch::kDouble),
+                                 torch::full({}, count, lossSum.options().dtype(torch::kDouble))}));
+  m.sizes.push_back(count);
+  return loss;
+}
+
+TrainStep::MicroBatches TrainStep::forwardBackward(DeviceFeed& feed, const StepPosition& at,
+                                                   const LossFactor& factor, InjectedNan nan,
+                                                   bool tracing, StepTimes& times,
+                                                   PipelineBatch* taken) {
+  // Each micro-batch's loss sum, top-1 hits and images stay on the device
+  // (until one read-back after the update, or — deferred — the epoch's
+  // end): on a GPU a read-back between forward and backward would make the
+  // host wait for the forward before it could queue any of backward.
+  MicroBatches m;
   for (int64_t a = 0; a < settings_.accumulation; ++a) {
     const auto t0 = Clock::now();
     ddp_.beginBackward(a == settings_.accumulation - 1);
     PipelineBatch batch;  // the time waited here is the data wait
-    BIGBATCH_CHECK(feed.next(batch), Error, "input pipeline ended before step {} of epoch {}",
-                   at.stepInEpoch, at.epoch);
+    if (a == 0 && taken != nullptr) {
+      batch = std::move(*taken);
+    } else {
+      BIGBATCH_CHECK(feed.next(batch), Error, "input pipeline ended before step {} of epoch {}",
+                     at.stepInEpoch, at.epoch);
+    }
     if (batch.size() == 0) continue;
     torch::Tensor images = batch.images;  // on the model's device
-    if (faultNow && fault_.kind() == "nan_input") {
-      images = images * std::numeric_limits<double>::quiet_NaN();  // a corrupt batch
-    }
-    const torch::Tensor& labels = batch.labels;
+    if (nan.input) images = images * std::numeric_limits<double>::quiet_NaN();  // a corrupt batch
     const auto t1 = Clock::now();
-    torch::Tensor logits;
-    {
-      const AutocastScope autocast(settings_.precision, settings_.device.type());
-      logits = forwardGroups(model_, images, settings_.groups, a == 0 ? kfacTap_.get() : nullptr);
-    }
+    const torch::Tensor logits = forward(images, a == 0 ? kfacTap_.get() : nullptr);
     // On a GPU the forward is only enqueued: the next micro-batch's copy
     // starts now, while it runs. Taking that batch from the pipeline may
     // wait for it: data time, not forward time.
     const auto tPrefetch = Clock::now();
     feed.prefetch();
     const auto tPrefetched = Clock::now();
-    logits = logits.to(torch::kFloat);  // the loss in fp32 whatever the compute type
-    const torch::Tensor lossSum = crossEntropySum(logits, labels, settings_.labelSmoothing);
-    // A non-finite loss poisons this rank's gradients (times NaN, decided on
-    // the device), and the exchange carries the NaN to every rank: all ranks
-    // then see a non-finite gradient in the optimizer's norm pass and skip
-    // or stop together. A finite loss is multiplied by exactly 1.
-    torch::Tensor loss = lossSum * lossFactor *
-                         torch::where(torch::isfinite(lossSum.detach()), 1.0,
-                                      std::numeric_limits<double>::quiet_NaN());
-    if (injectNan) loss = loss * std::numeric_limits<double>::quiet_NaN();
-    sums.push_back(torch::stack({lossSum.detach().to(torch::kDouble),
-                                 logits.argmax(1).eq(labels).sum().to(torch::kDouble)}));
-    sizes.push_back(static_cast<double>(batch.size()));
+    const torch::Tensor loss = lossOf(logits, batch.labels, factor, nan.loss, m);
     const auto t2 = Clock::now();
     loss.backward();
     const auto t3 = Clock::now();
@@ -169,12 +243,97 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
       timeline_->record("backward", Timeline::kComputeThread, t2, t3);
     }
   }
+  return m;
+}
 
-  const auto tWait = Clock::now();
-  guard_.enter(at.globalStep, Heartbeat::kExchange);
-  fault_.injectIfDue("exchange", at.globalStep);  // the buckets in flight
-  times.comm += ddp_.finishBackward();
-  const auto t4 = Clock::now();
+// run.cuda_graph: the batch into the static input, the previous replay
+// settled — the one wait of a captured step, for a replay the host queued
+// a whole step ago: the device idles only while the host writes the
+// step's values and launches the graph — then the step's values, the
+// replay, and the next batch's copy while it runs. The first time, the
+// step is captured first.
+StepOutcome TrainStep::runGraphed(DeviceFeed& feed, const StepPosition& at,
+                                  const StepHyper& hyper, bool tracing, StepTimes& times,
+                                  StepTally& tally) {
+  const auto t0 = Clock::now();
+  PipelineBatch batch;
+  BIGBATCH_CHECK(feed.next(batch), Error, "input pipeline ended before step {} of epoch {}",
+                 at.stepInEpoch, at.epoch);
+  if (batch.size() != at.samples ||
+      (staticImages_.defined() && !batch.images.sizes().equals(staticImages_.sizes()))) {
+    // Samples skipped as unreadable cut this batch: no replay.
+    return runEager(feed, at, hyper, InjectedNan{}, tracing, times, tally, &batch);
+  }
+  const auto t1 = Clock::now();
+  {
+    torch::NoGradGuard noGrad;
+    if (!staticImages_.defined()) {
+      staticImages_ = torch::empty_like(batch.images);
+      staticLabels_ = torch::empty_like(batch.labels);
+    }
+    staticImages_.copy_(batch.images);  // on the compute stream, after the replay before it
+    staticLabels_.copy_(batch.labels);
+  }
+  if (!graph_->captured()) captureStep(at);
+  const StepOutcome out = settlePending();
+  const std::vector<NamedParameter>& params = optimizer_.params();
+  for (size_t i = 0; i < params.size(); ++i) {
+    // The graph's own gradients (an eager step in between made others).
+    NamedParameter p = params[i];
+    p.tensor.mutable_grad() = staticGrads_[i];
+  }
+  StepHyper h = hyper;
+  h.gradScale = 1.0;  // with a loss scale, the device's
+  optimizer_.prepareDeferred(h);
+  graph_->replay();
+  optimizer_.markDeferred();
+  pending_ = Pending{at, graphPoisoned_, false};
+  const auto t2 = Clock::now();
+  feed.prefetch();
+  const auto t3 = Clock::now();
+  times.data += seconds(t0, t1) + seconds(t2, t3);
+  times.forward += seconds(t1, t2);  // the replay's launch: forward, backward and update
+  if (tracing) {
+    timeline_->record("data", Timeline::kComputeThread, t0, t1);
+    timeline_->record("graph_replay", Timeline::kComputeThread, t1, t2);
+    timeline_->record("prefetch", Timeline::kComputeThread, t2, t3);
+  }
+  return out;
+}
+
+// The captured step: gradients to none (the captured backward allocates
+// them in the graph's pool, where each replay writes them), forward, loss
+// (the scale read from device memory), backward, the tallies, the
+// optimizer's kernels (its values read from device memory).
+void TrainStep::captureStep(const StepPosition& at) {
+  if (!tally_.defined()) {
+    tally_ = torch::zeros({3}, torch::TensorOptions(torch::kDouble).device(settings_.device));
+  }
+  ddp_.zeroGrad();
+  graph_->capture([&] {
+    LossFactor factor;
+    factor.value = 1.0 / static_cast<double>(at.samples);
+    if (scaler_) factor.onDevice = lossFactorOnDevice(at.samples);
+    MicroBatches m;
+    const torch::Tensor loss =
+        lossOf(forward(staticImages_, nullptr), staticLabels_, factor, false, m);
+    loss.backward();
+    graphPoisoned_ = addToTally(m, false);
+    optimizer_.launchDeferred();
+  });
+  staticGrads_.clear();
+  for (const NamedParameter& p : optimizer_.params()) staticGrads_.push_back(p.tensor.grad());
+  log().debug("step {}: the training step captured as a CUDA graph ({} images)", at.globalStep,
+              at.samples);
+}
+
+// The update, then one read-back of the step's tallies; a refused step is
+// handled at once.
+StepOutcome TrainStep::finishNow(const MicroBatches& m, const StepPosition& at,
+                                 const StepHyper& hyper, double lossFactor, bool injectNan,
+                                 const std::vector<torch::Tensor>& buffersBefore,
+                                 StepTally& tally) {
+  StepOutcome out;
   // The optimizer unscales the gradients as it reads them, and its norm pass
   // is the overflow check.
   StepHyper h = hyper;
@@ -187,15 +346,128 @@ StepOutcome TrainStep::run(DeviceFeed& feed, const StepPosition& at, const StepH
   out.applied = optimizer_.step(h).applied;
   if (out.applied) ddp_.gatherWeights();  // partitioned only: every rank's updated slices
   if (out.applied && scaler_) updateScale(true);
-  const bool poisoned = tallyMicroBatches(sums, sizes, injectNan, out, tally);
+  const bool poisoned = tallyMicroBatches(m.sums, m.sizes, injectNan, out, tally);
   if (!out.applied && skipOrStop(poisoned, at)) restoreBuffers(buffersBefore);
-  const auto t5 = Clock::now();
-  times.optimizer += seconds(t4, t5);
-  if (tracing) {
-    timeline_->record("comm_wait", Timeline::kComputeThread, tWait, t4);
-    timeline_->record("optimizer", Timeline::kComputeThread, t4, t5);
+  return out;
+}
+
+// The deferred end: the tallies added up on the device, the previous step
+// settled (its event was recorded a whole forward and backward ago), this
+// step's update queued. Nothing here waits for the device unless the step
+// settled was refused.
+StepOutcome TrainStep::finishDeferred(const MicroBatches& m, const StepPosition& at,
+                                      const StepHyper& hyper, bool injectNan,
+                                      const std::vector<torch::Tensor>& buffersBefore) {
+  torch::NoGradGuard noGrad;
+  Pending next{at, addToTally(m, injectNan), injectNan};
+  const StepOutcome out = settlePending();
+  StepHyper h = hyper;
+  h.gradScale = 1.0;  // with a loss scale, the device's (attached at construction)
+  optimizer_.stepDeferred(h);
+  if (!buffersBefore.empty()) {
+    // train.nonfinite = skip: a skipped step leaves the BatchNorm
+    // statistics as they were, decided on the device. (An overflow the
+    // loss scaler skips restores them too, unlike the synchronous form:
+    // the step is as if it never ran.)
+    const torch::Tensor skipped = optimizer_.deviceSkipped().to(torch::kBool);
+    size_t i = 0;
+    for (auto& b : model_.buffers()) {
+      b.copy_(torch::where(skipped, buffersBefore.at(i), b));
+      ++i;
+    }
+  }
+  pending_ = std::move(next);
+  return out;
+}
+
+// The micro-batches with a finite loss into the device's tallies; returns
+// whether one was not finite (a bool on the device; undefined without any).
+torch::Tensor TrainStep::addToTally(const MicroBatches& m, bool injectNan) {
+  if (m.sums.empty()) return {};
+  torch::NoGradGuard noGrad;
+  const torch::Tensor rows = torch::stack(m.sums);  // [micro-batches, 3]
+  torch::Tensor finite = torch::isfinite(rows.select(1, 0));
+  if (injectNan) finite = torch::zeros_like(finite);
+  const torch::Tensor counted = torch::where(finite.unsqueeze(1), rows, torch::zeros_like(rows));
+  if (!tally_.defined()) tally_ = torch::zeros({3}, rows.options());
+  tally_.add_(counted.sum(0));
+  return finite.logical_not().any();
+}
+
+StepOutcome TrainStep::settle(StepTally& tally) {
+  if (!settings_.deferOutcome) {
+    StepOutcome none;
+    none.settled = false;
+    return none;
+  }
+  const StepOutcome out = settlePending();
+  settleTally(tally);
+  return out;
+}
+
+void TrainStep::settleTally(StepTally& tally) {
+  if (!tally_.defined()) return;
+  // Waits for the work queued so far: at an epoch's end, before a
+  // checkpoint, for a progress line.
+  const torch::Tensor host = tally_.to(torch::kCPU);
+  const double* v = host.data_ptr<double>();
+  tally.lossSum += v[0];
+  tally.correct += v[1];
+  tally.seen += v[2];
+  tally_.zero_();
+}
+
+// The step launched last: its outcome (normally long done), the host's
+// copy of the loss scaler brought to the device's, and a refused step
+// handled as the synchronous form would.
+StepOutcome TrainStep::settlePending() {
+  StepOutcome out;
+  const std::optional<DeferredStepResult> r = optimizer_.settleDeferred();
+  if (!r) {
+    out.settled = false;
+    return out;
+  }
+  BIGBATCH_CHECK(pending_.has_value(), Error, "a deferred step settled with no step recorded");
+  const Pending p = std::move(*pending_);
+  pending_.reset();
+  out.applied = r->applied;
+  if (scaler_) scaler_->loadState(r->scaleAfter);
+  if (!r->applied) {
+    // A refused step reads back whether a loss was not finite: a wait for
+    // the device, on refused steps only.
+    const bool poisoned = p.injectedNan || (p.poisoned.defined() && p.poisoned.item<bool>());
+    skipOrStopSettled(poisoned, p.at, r->scaleBefore);
   }
   return out;
+}
+
+// skipOrStop() for a step settled late: the device has already skipped it
+// (and backed the loss scale off); what remains is to agree on why and to
+// stop the run where the policy says so.
+void TrainStep::skipOrStopSettled(bool poisoned, const StepPosition& at, double scaleBefore) {
+  const double source = job_.allreduceMax({poisoned ? rank_ + 1.0 : 0.0})[0];
+  if (scaler_ && source == 0 && scaleBefore > scaler_->options().minScale) {
+    log().debug(
+        "step {} (epoch {}): gradients overflowed at loss scale {:g}; skipped, scale now {:g}",
+        at.globalStep, at.epoch, scaleBefore, scaler_->scale());
+    return;
+  }
+  // The gradients in memory are the next step's by now: the layer is not named.
+  const std::string where =
+      source > 0 ? fmt::format("rank {}'s loss was not finite", static_cast<int>(source) - 1)
+                 : fmt::format("the gradient's norm was not finite{}",
+                               scaler_ ? fmt::format(" at the loss-scale floor {:g}", scaleBefore)
+                                       : std::string());
+  if (!settings_.skipNonFinite) {
+    BIGBATCH_THROW(Error,
+                   "non-finite gradient at epoch {} step {} (global step {}; {}); the weights "
+                   "were left unchanged (seen when the next step was queued: the GPU's outcome "
+                   "is read one step late). Lower optim.lr, raise schedule.warmup_epochs, or set "
+                   "train.nonfinite = skip",
+                   at.epoch, at.stepInEpoch, at.globalStep, where);
+  }
+  log().warn("skipped step {} (epoch {}): non-finite gradient ({})", at.globalStep, at.epoch,
+             where);
 }
 
 // The loss scaler's step, and the codec's memory of past (scaled)

@@ -14,6 +14,18 @@
 // the whole global batch, so the summed gradients are exactly the global
 // batch's mean gradient — with accumulation and short last batches too.
 //
+// On a GPU the step never waits for the device (issue 55; StepSettings::
+// deferOutcome): the loss scale lives in device memory and the optimizer's
+// kernels update it (amp/loss_scale_rule.h), a refused step skips itself
+// on the device, the loss and accuracy tallies add up on the device, and
+// the step's outcome is read one step late — after the next step's
+// backward is queued, when its event is long done (settle()). What still
+// waits: a refused step reads back whether its loss was finite; the
+// tallies are read at the end of an epoch, before a checkpoint and when a
+// progress line is due (settleTally()); K-FAC's statistics, a codec whose
+// memory follows the loss scale (PowerSGD), a partitioned optimizer and
+// TrainOptions::onStep keep the synchronous form.
+//
 // Internal to src/train. run() is called by the training thread only.
 #pragma once
 
@@ -34,6 +46,7 @@
 #include "device_feed.h"
 #include "fault_injection.h"
 #include "stall_guard.h"
+#include "step_graph.h"
 
 namespace bigbatch::train_detail {
 
@@ -67,6 +80,13 @@ struct StepSettings {
   // activations and output gradients feed the factors — the first ones of
   // the step's first micro-batch and BatchNorm group.
   int64_t kfacSamples = 128;
+  // The GPU's form (see the header): outcomes read one step late, tallies
+  // on the device. Set by the run where the step qualifies.
+  bool deferOutcome = false;
+  // run.cuda_graph: steps of `graphSamples` images (the full global batch)
+  // replay one captured CUDA graph after kGraphWarmupSteps eager ones.
+  bool cudaGraph = false;
+  int64_t graphSamples = 0;
 };
 
 // Where a step sits: for messages, the heartbeat and the loss's divisor.
@@ -78,8 +98,12 @@ struct StepPosition {
 };
 
 struct StepOutcome {
+  // Whether `applied` is known: always in the synchronous form; deferred,
+  // it is the outcome of the step settled during the call (the previous
+  // one), and false when none was.
+  bool settled = true;
   bool applied = true;  // false: skipped (non-finite gradient, or a loss-scale back-off)
-  double lossSum = 0;   // this rank's summed loss over its images (0 when poisoned)
+  double lossSum = 0;   // this rank's summed loss over its images (0 when poisoned; synchronous only)
 };
 
 class TrainStep {
@@ -94,7 +118,61 @@ class TrainStep {
   StepOutcome run(DeviceFeed& feed, const StepPosition& at, const StepHyper& hyper,
                   StepTimes& times, StepTally& tally);
 
+  bool deferred() const { return settings_.deferOutcome; }
+  // Deferred: waits for the last launched step, handles it as run() would
+  // have (a refused step skipped or stopping the run), and moves the device
+  // tallies into `tally`. Returns that step's outcome (settled = false when
+  // none was pending). Synchronous: nothing to do.
+  StepOutcome settle(StepTally& tally);
+  // Deferred: the device tallies into `tally` (one read-back, which waits
+  // for the work queued so far).
+  void settleTally(StepTally& tally);
+
  private:
+  // A micro-batch's contribution to the tallies, kept on the device.
+  struct MicroBatches {
+    std::vector<torch::Tensor> sums;  // {loss sum, hits, images} per micro-batch, kDouble
+    std::vector<double> sizes;
+  };
+  // The loss multiplier: the loss scale over the global batch's images, a
+  // host value, or — deferred, with a loss scale — a device tensor.
+  struct LossFactor {
+    double value = 1;
+    torch::Tensor onDevice;
+  };
+  // fault.kind = nan_input / nan: the step's images / losses made NaN.
+  struct InjectedNan {
+    bool input = false, loss = false;
+  };
+  // The step without a graph: forward, loss and backward of its
+  // micro-batches (the first one `taken` already, when not null), then the
+  // update and the tallies.
+  StepOutcome runEager(DeviceFeed& feed, const StepPosition& at, const StepHyper& hyper,
+                       InjectedNan nan, bool tracing, StepTimes& times, StepTally& tally,
+                       PipelineBatch* taken);
+  MicroBatches forwardBackward(DeviceFeed& feed, const StepPosition& at, const LossFactor& factor,
+                               InjectedNan nan, bool tracing, StepTimes& times,
+                               PipelineBatch* taken);
+  torch::Tensor forward(const torch::Tensor& images, LayerTap* tap);
+  torch::Tensor lossOf(torch::Tensor logits, const torch::Tensor& labels, const LossFactor& factor,
+                       bool nanLoss, MicroBatches& m);
+  torch::Tensor lossFactorOnDevice(int64_t samples);
+  torch::Tensor addToTally(const MicroBatches& m, bool injectNan);
+  // run.cuda_graph: a replay of the captured step (captured the first time).
+  StepOutcome runGraphed(DeviceFeed& feed, const StepPosition& at, const StepHyper& hyper,
+                         bool tracing, StepTimes& times, StepTally& tally);
+  void captureStep(const StepPosition& at);
+  // The synchronous and the deferred end of a step: the update and the
+  // tallies.
+  StepOutcome finishNow(const MicroBatches& m, const StepPosition& at, const StepHyper& hyper,
+                        double lossFactor, bool injectNan,
+                        const std::vector<torch::Tensor>& buffersBefore, StepTally& tally);
+  StepOutcome finishDeferred(const MicroBatches& m, const StepPosition& at,
+                             const StepHyper& hyper, bool injectNan,
+                             const std::vector<torch::Tensor>& buffersBefore);
+  StepOutcome settlePending();
+  void skipOrStopSettled(bool poisoned, const StepPosition& at, double scaleBefore);
+
   // After a refused step: the loss scaler backs off (false), or the run
   // skips the step (true) or stops (an Error naming where). Every rank
   // comes here together.
@@ -114,6 +192,24 @@ class TrainStep {
   const int rank_;
   const StepSettings settings_;
   std::unique_ptr<LayerRowsTap> kfacTap_;  // feeds K-FAC; null without it
+  // Deferred: the step launched last, until settled, and the tallies of the
+  // micro-batches with a finite loss since the last settleTally() (loss
+  // sum, hits, images; kDouble on the device).
+  struct Pending {
+    StepPosition at;
+    torch::Tensor poisoned;  // bool, on the device: a micro-batch's loss was not finite
+    bool injectedNan = false;
+  };
+  std::optional<Pending> pending_;
+  torch::Tensor tally_;
+  // run.cuda_graph: the graph, its static input, the gradients and the
+  // poisoned flag each replay writes, and the eager steps so far (cuDNN
+  // chooses its algorithms in them, before the capture).
+  static constexpr int64_t kGraphWarmupSteps = 3;
+  std::unique_ptr<StepGraph> graph_;
+  torch::Tensor staticImages_, staticLabels_, graphPoisoned_;
+  std::vector<torch::Tensor> staticGrads_;
+  int64_t eagerSteps_ = 0;
 };
 
 // Forward in `groups` BatchNorm groups (ghost batch norm): every layer but

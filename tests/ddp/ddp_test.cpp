@@ -17,6 +17,7 @@
 #include "bigbatch/models/model_options.h"
 #include "bigbatch/optim/optimizer.h"
 #include "bigbatch/train/partitioned_state.h"
+#include "gradient_buckets.h"
 
 namespace bigbatch {
 namespace {
@@ -154,6 +155,62 @@ TEST(Ddp, SummedGradientsMatchReferenceAcrossBuckets) {
       }
     });
   }
+}
+
+// A lone rank on the CPU steps exactly as each of N ranks: its gradients
+// stay bucket views. Unbound buckets (a lone rank on a GPU, where nothing
+// is exchanged) leave the gradients to autograd: zero() leaves none,
+// backward's AccumulateGrad keeps its own tensors, and the values are the
+// bucketed run's — two ranks with the same input sum exactly twice them
+// (x + x), as one rank's two accumulated micro-batches do.
+TEST(Ddp, OneRankKeepsViewsOnTheCpuAndUnboundBucketsLeaveTheGradientsToAutograd) {
+  std::vector<torch::Tensor> twoRanks;
+  withRanks(2, {7, 7}, [&](int r, Communicator& comm, Net& net) {
+    DdpOptions o;
+    o.fusionBytes = 64;
+    o.allreduce = "ring";
+    JobCollectives job(comm);
+    DistributedDataParallel ddp(net, job, o);
+    ddp.zeroGrad();
+    ddp.beginBackward(true);
+    net.forward(inputFor(0)).pow(2).sum().backward();
+    ddp.finishBackward();
+    if (r != 0) return;
+    for (auto& p : net.parameters()) {
+      EXPECT_TRUE(p.grad().is_view()) << "two ranks: the gradients are views into the buckets";
+      twoRanks.push_back(p.grad().clone());
+    }
+  });
+  withRanks(1, {7}, [&](int, Communicator& comm, Net& net) {
+    DdpOptions o;
+    o.fusionBytes = 64;
+    JobCollectives job(comm);
+    DistributedDataParallel ddp(net, job, o);
+    ddp.zeroGrad();
+    for (auto& p : net.parameters()) EXPECT_TRUE(p.grad().is_view()) << "one rank on the CPU";
+  });
+  withRanks(1, {7}, [&](int, Communicator&, Net& net) {
+    ddp_detail::GradientBuckets buckets(net, /*bindGradients=*/false);
+    buckets.layoutFor(64);  // a layout of several buckets, never allocated
+    EXPECT_GT(buckets.layout().size(), 2u);
+    for (int round = 0; round < 2; ++round) {  // round 2: nothing left over from round 1
+      buckets.zero();
+      for (auto& p : net.parameters()) EXPECT_FALSE(p.grad().defined()) << "round " << round;
+      for (int micro = 0; micro < 2; ++micro) {  // accumulation adds into autograd's tensor
+        net.forward(inputFor(0)).pow(2).sum().backward();
+      }
+      auto params = net.parameters();
+      ASSERT_EQ(params.size(), twoRanks.size());
+      for (size_t i = 0; i < params.size(); ++i) {
+        if (!params[i].grad().defined()) {  // a parameter the forward does not use
+          EXPECT_EQ(twoRanks[i].abs().max().item<float>(), 0.f) << "param " << i;
+          continue;
+        }
+        EXPECT_FALSE(params[i].grad().is_view()) << "param " << i << ": a bucket view";
+        EXPECT_TRUE(torch::equal(params[i].grad(), twoRanks[i])) << "param " << i;
+      }
+    }
+  });
 }
 
 TEST(Ddp, AccumulationExchangesOnlyOnTheLastMicroBatch) {

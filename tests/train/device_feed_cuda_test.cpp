@@ -14,6 +14,8 @@
 #include <c10/core/impl/VirtualGuardImpl.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
+
 #include "bigbatch/data/image_source.h"
 #include "bigbatch/data/input_pipeline.h"
 #include "device_feed.h"
@@ -208,6 +210,86 @@ TEST(DeviceFeedCuda, AMicroBatchTheHostDroppedIsNotOverwrittenWhileAQueuedKernel
   EXPECT_TRUE(torch::equal(seen.cpu(), c.expected[0]))
       << "the next micro-batch's copy landed in the dropped one's block under a kernel still reading it";
   EXPECT_TRUE(torch::equal(next.images.cpu(), c.expected[1]));
+}
+
+// Issue 55: the destination is allocated like the pinned source, so a
+// channels-last batch arrives channels-last, by one asynchronous copy from
+// pinned memory. Allocated NCHW-contiguous (the old code), ATen re-laid the
+// batch out on the host into pageable memory and copied from there: the
+// batch arrived NCHW, and the host was held inside prefetch().
+TEST(DeviceFeedCuda, AChannelsLastBatchArrivesChannelsLastAndPrefetchNeverWaitsForTheDevice) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const int64_t batches = 3, batch = 64;
+  auto source = makeSyntheticSource(batches * batch, 3, 64, 64, 10, /*seed=*/5);
+  PipelineOptions o;
+  o.channelsLast = true;
+  std::vector<torch::Tensor> expected;
+  {
+    InputPipeline cpu(source, ImageAugment{}, o, 1, 1, consecutiveBatches(batches, batch));
+    PipelineBatch b;
+    while (cpu.next(b)) expected.push_back(b.images.clone());
+  }
+  o.pinMemory = true;
+  InputPipeline pipeline(source, ImageAugment{}, o, 1, 1, consecutiveBatches(batches, batch));
+  train_detail::DeviceFeed feed(pipeline, torch::Device(torch::kCUDA, 0));
+  PipelineBatch first;
+  ASSERT_TRUE(feed.next(first));  // streams, pinned blocks and events exist from here on
+  torch::cuda::synchronize();
+  holdTheComputeStream();
+  const auto t0 = std::chrono::steady_clock::now();
+  feed.prefetch();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ASSERT_TRUE(computeStreamStillBusy())
+      << "prefetch() returned only after the compute stream drained (" << took << " s)";
+  PipelineBatch second;
+  ASSERT_TRUE(feed.next(second));
+  EXPECT_TRUE(first.images.is_contiguous(at::MemoryFormat::ChannelsLast));
+  EXPECT_TRUE(second.images.is_contiguous(at::MemoryFormat::ChannelsLast))
+      << "strides " << c10::str(second.images.strides());
+  torch::cuda::synchronize();
+  EXPECT_TRUE(torch::equal(first.images.cpu(), expected[0]));
+  EXPECT_TRUE(torch::equal(second.images.cpu(), expected[1]));
+}
+
+// uint8 pixels on the bus (PipelineOptions::uint8Batches): mirrored and
+// normalised on the copy stream into the compute dtype, channels-last —
+// the float pipeline's batch in that dtype, exactly (whole images: the
+// same float multiply and add, each its own kernel).
+TEST(DeviceFeedCuda, Uint8BatchesArriveAsTheFloatPipelinesBatchInTheComputeDtype) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const int64_t batches = 4, batch = 32;
+  auto source = makeSyntheticSource(batches * batch, 3, 48, 40, 10, /*seed=*/9);
+  ImageAugment augment;
+  augment.flip = true;
+  augment.mean = {0.485f, 0.456f, 0.406f};
+  augment.std = {0.229f, 0.224f, 0.225f};
+  PipelineOptions o;
+  o.channelsLast = true;
+  std::vector<torch::Tensor> expected;
+  {
+    InputPipeline cpu(source, augment, o, 1, 1, consecutiveBatches(batches, batch));
+    PipelineBatch b;
+    while (cpu.next(b)) expected.push_back(b.images.clone());
+  }
+  o.pinMemory = true;
+  o.uint8Batches = true;
+  for (const auto dtype : {torch::kFloat, torch::kHalf}) {
+    InputPipeline pipeline(source, augment, o, 1, 1, consecutiveBatches(batches, batch));
+    train_detail::DeviceFeed feed(pipeline, torch::Device(torch::kCUDA, 0), dtype);
+    PipelineBatch b;
+    size_t i = 0;
+    while (feed.next(b)) {
+      ASSERT_LT(i, expected.size());
+      EXPECT_EQ(b.images.scalar_type(), dtype);
+      EXPECT_FALSE(b.flips.defined());
+      EXPECT_TRUE(b.images.is_contiguous(at::MemoryFormat::ChannelsLast));
+      EXPECT_TRUE(torch::equal(b.images.cpu(), expected[i].to(dtype))) << "batch " << i;
+      feed.prefetch();
+      ++i;
+    }
+    EXPECT_EQ(i, expected.size());
+  }
 }
 
 TEST(DeviceFeedCuda, APinnedPipelineHandsOutPinnedBatches) {

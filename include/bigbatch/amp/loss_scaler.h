@@ -14,6 +14,8 @@
 
 #include <cstdint>
 
+#include "bigbatch/amp/loss_scale_rule.h"
+
 namespace bigbatch {
 
 struct LossScalerOptions {
@@ -26,12 +28,6 @@ struct LossScalerOptions {
   int64_t hysteresis = 1;          // overflowing steps before a back-off
 };
 
-// Everything a checkpoint needs to continue the scaler bit-exactly.
-struct LossScalerState {
-  double scale = 65536.0;
-  int64_t cleanSteps = 0;      // clean steps since the last growth or overflow
-  int64_t overflowsLeft = 1;   // overflowing steps left before the next back-off
-};
 
 class DynamicLossScaler {
  public:
@@ -49,6 +45,8 @@ class DynamicLossScaler {
   bool atFloor() const { return state_.scale <= options_.minScale; }
 
   const LossScalerOptions& options() const { return options_; }
+  // The options each step's update reads (loss_scale_rule.h).
+  LossScaleRule rule() const;
   const LossScalerState& state() const { return state_; }
   // Checks the values lie within the options' range; throws InvalidArgument.
   void loadState(const LossScalerState& state);

@@ -73,4 +73,11 @@ Normalisation normalisationOf(const ImageAugment& a, int64_t channels);
 void augmentInto(const Image& decoded, const ImageSize& original, const CropPlan& plan,
                  const ImageAugment& a, torch::Tensor out);
 
+// The same crop, pad and resize into a uint8 [C, H, W] view `out`, the
+// resized values rounded to the nearest 8-bit value — without the flip and
+// the normalisation, which the consumer of a uint8 batch does
+// (device_normalise.h). A whole image at its own size is copied as is.
+void augmentBytesInto(const Image& decoded, const ImageSize& original, const CropPlan& plan,
+                      const ImageAugment& a, torch::Tensor out);
+
 }  // namespace bigbatch

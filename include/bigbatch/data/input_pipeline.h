@@ -58,6 +58,12 @@ struct PipelineOptions {
   // libtorch's pinned-memory cache, which hands a block out again only
   // after the copies recorded on it are done.
   bool pinMemory = false;
+  // Batches of 8-bit pixels instead of normalised floats: each image
+  // cropped and resized into uint8 (rounded), unflipped; its flip in
+  // PipelineBatch::flips. The consumer mirrors and normalises them
+  // (data/device_normalise.h) — on a GPU run, on the device, after a
+  // quarter of the float batch's bytes crossed the bus.
+  bool uint8Batches = false;
 };
 
 // Decoded images kept across epochs within a byte budget: the first
@@ -83,8 +89,9 @@ class DecodedCache {
 };
 
 struct PipelineBatch {
-  torch::Tensor images;          // float [B, C, H, W], normalised
+  torch::Tensor images;          // float [B, C, H, W], normalised (uint8 pixels: uint8Batches)
   torch::Tensor labels;          // int64 [B]
+  torch::Tensor flips;           // uint8 [B], 1: still to be mirrored (uint8Batches only)
   std::vector<int64_t> indices;  // the sample index of each row
   int64_t skipped = 0;           // bad samples left out of this batch
   int64_t size() const { return labels.defined() ? labels.size(0) : 0; }
@@ -115,6 +122,10 @@ class InputPipeline {
   // first error (IoError naming sample and path, or a worker's exception).
   bool next(PipelineBatch& out);
   PipelineStats stats() const;
+  // Whether batches are uint8 pixels, and the per-channel factors that
+  // turn them into the float batch (PipelineOptions::uint8Batches).
+  bool uint8Batches() const;
+  Normalisation normalisation() const;
 
   struct State;  // internal
 

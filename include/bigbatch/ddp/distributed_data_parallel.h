@@ -203,7 +203,11 @@ class DistributedDataParallel {
   // across ranks; throws MismatchError naming the first tensor that differs.
   void verifyIdentical();
 
-  // Zeroes every bucket (the gradients are views into them).
+  // Zeroes every bucket (the gradients are views into them). On one rank
+  // on a GPU, where nothing is exchanged, the gradients are no views:
+  // every gradient is set to none, and backward's AccumulateGrad keeps the
+  // tensor it made (the same values; a parameter that took no part in the
+  // backward then has no gradient, and the optimizer leaves it alone).
   void zeroGrad();
   // Call before each backward: `sync` = false for the accumulation
   // micro-batches before the last, whose gradients only accumulate locally.
@@ -260,6 +264,7 @@ class DistributedDataParallel {
   DdpOptions options_;
   int rank_, size_;
   bool onDevice_ = false;  // the model's parameters are not in host memory
+  bool bindGradients_ = true;  // the gradients are views into the buckets (gradient_buckets.h)
   std::unique_ptr<Allreduce> allreduce_;  // comm.allreduce, for the gradients
   std::unique_ptr<ddp_detail::GradientBuckets> buckets_;
   std::unique_ptr<ddp_detail::GradientCodec> codec_;  // the host transports' (else null)

@@ -13,7 +13,6 @@
 #include <string>
 #include <utility>
 #include <vector>
-#include <vector>
 
 namespace bigbatch {
 
@@ -37,6 +36,10 @@ struct ModelOptions {
   // a shallow network with a small receptive field cannot otherwise see.
   // 1: global average pooling.
   int64_t headPool = 1;
+  // resnet50 only: BatchNorm+ReLU and BatchNorm+add+ReLU as one cuDNN call
+  // each where the input allows (fused_batch_norm.h); the unfused layers
+  // elsewhere. The same parameters and buffers either way.
+  bool fusedBatchNorm = false;
   // torchscript only: the module file (torch.jit.save). The other options
   // do not apply: the file holds the architecture and its weights.
   std::string path;

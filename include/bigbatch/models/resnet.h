@@ -35,6 +35,7 @@ class BottleneckImpl : public torch::nn::Module {
   torch::nn::Conv2d conv1_{nullptr}, conv2_{nullptr}, conv3_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr}, bn2_{nullptr}, bn3_{nullptr};
   torch::nn::Sequential downsample_{nullptr};
+  bool fused_ = false;  // ModelOptions::fusedBatchNorm
 };
 TORCH_MODULE(Bottleneck);
 
@@ -47,6 +48,7 @@ class ResNetImpl : public ImageClassifierImpl {
 
  private:
   bool imagenetStem_ = false;
+  bool fused_ = false;  // ModelOptions::fusedBatchNorm (the stem's BatchNorm+ReLU)
   torch::nn::Conv2d conv1_{nullptr};
   torch::nn::BatchNorm2d bn1_{nullptr};
   std::vector<torch::nn::Sequential> layers_;

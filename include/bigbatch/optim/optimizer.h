@@ -40,9 +40,11 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "bigbatch/amp/loss_scale_rule.h"
 #include "bigbatch/optim/kfac_preconditioner.h"
 
 namespace bigbatch {
@@ -120,6 +122,16 @@ struct StepResult {
   double gradNormSq = -1;  // global squared norm of the (unscaled) gradient, when computed (< 0: not)
 };
 
+// A deferred device step's outcome, read after the fact (settleDeferred).
+struct DeferredStepResult {
+  bool applied = true;
+  double gradNormSq = 0;
+  // With a loss scale attached: the scale the step unscaled by, and the
+  // scaler's state after the device updated it.
+  double scaleBefore = 1;
+  LossScalerState scaleAfter;
+};
+
 class Optimizer {
  public:
   Optimizer(std::vector<NamedParameter> params, OptimizerOptions options);
@@ -156,6 +168,33 @@ class Optimizer {
   // the host (fusedStepOnHost).
   void describeFusedStep(const StepHyper& h, std::vector<optim_detail::FusedTensor>& tensors,
                          optim_detail::FusedHyper& hyper);
+
+  // The deferred device step (issue 55): for deviceFusedEligible()
+  // parameters without K-FAC, the step is queued on the current CUDA
+  // stream and the host goes on without waiting for it. prepareDeferred()
+  // writes the step's values into device memory — lr, momentum, the decay
+  // scale, and LAMB's bias corrections from the applied steps settled so
+  // far (so settle the previous step first) — and uploads the tensor table
+  // if a gradient moved; launchDeferred() queues the two kernels (a CUDA
+  // graph may capture it, and its replays read the values prepareDeferred
+  // wrote before each); markDeferred() records the event settleDeferred()
+  // waits for. stepDeferred() is the three in a row. settleDeferred()
+  // counts the step when it was applied; nullopt when none is pending.
+  // With attachLossScale() the kernels unscale by the scale in device
+  // memory and update it there (amp/loss_scale_rule.h), and
+  // StepHyper::gradScale is ignored. InvalidArgument where the parameters
+  // do not qualify, naming why.
+  void attachLossScale(const LossScaleRule& rule, const LossScalerState& state);
+  void prepareDeferred(const StepHyper& hyper);
+  void launchDeferred();
+  void markDeferred();
+  void stepDeferred(const StepHyper& hyper);
+  std::optional<DeferredStepResult> settleDeferred();
+  // 0-dim views of that device memory: the loss scale (double; undefined
+  // unless attached) and the last launched step's skip flag (int32, 1 =
+  // skipped; valid after the first prepareDeferred()).
+  torch::Tensor deviceLossScale();
+  torch::Tensor deviceSkipped();
 
   // K-FAC (kfac_preconditioner.h) over the regular parameters of rank 2 and
   // 4 whose factors fit options.maxDim: from then on step() first rewrites
@@ -224,9 +263,13 @@ class Optimizer {
   // fused path indexes element by element).
   bool denseFp32() const;
   StepResult stepOnDevice(const StepHyper& h);
+  optim_detail::DeviceStep& deviceStep();
+  torch::Device device() const { return params_.front().tensor.device(); }
 
   std::unique_ptr<optim_detail::MultiTensorPlan> plan_;
   std::unique_ptr<optim_detail::DeviceStep> deviceStep_;
+  // The deferred step's rule and hyperparameters, for launchDeferred().
+  std::unique_ptr<optim_detail::FusedHyper> deferredHyper_;
   std::unique_ptr<KfacPreconditioner> kfac_;
   ShardReduction shards_;
 };

@@ -20,6 +20,9 @@ class Progress {
   // After each step: images trained so far this epoch (all ranks) and the
   // running mean loss.
   void update(int64_t step, int64_t images, double meanLoss);
+  // Whether update(step, ...) now would print (a caller whose figures cost
+  // a wait for the GPU gathers them only then).
+  bool due(int64_t step) const;
   // Erases the bar (before the epoch's summary line).
   void finishEpoch();
 

@@ -55,6 +55,17 @@ struct TrainOptions {
   std::string timelinePath;
   int64_t timelineFirstStep = 1;
   int64_t timelineLastStep = 100;
+  // A Kineto profile (CPU operators, CUDA kernels and copies) of steps
+  // [profileFirstStep, profileLastStep] (1-based, across epochs) written
+  // by rank 0 to this path; empty: none. The CUDA build only
+  // (bigbatch/train/step_profiler.h).
+  std::string profilePath;
+  int64_t profileFirstStep = 1;
+  int64_t profileLastStep = 10;
+  // Every micro-batch of an epoch is its first one, kept on the device:
+  // the model's cost without the input's (`bigbatch bench step`). The
+  // weights train on one batch: a benchmark, not a training run.
+  bool residentBatch = false;
   // The ranks to train on; null: MPI's world when started by mpirun, else
   // this process alone.
   Communicator* comm = nullptr;
@@ -88,6 +99,12 @@ struct TrainResult {
   double timeToTargetS = -1;  // < 0 when not reached
   double trainTimeS = 0;      // run_start -> run_stop
   double throughputImgS = 0;  // training images per second, evaluation excluded
+  // The last epoch of this invocation: its images per second (all ranks)
+  // and its steps' wall time, evaluation excluded (the steady state of a
+  // benchmark whose first epoch is its warm-up).
+  double lastEpochImgS = 0;
+  double lastEpochS = 0;
+  int64_t lastEpochSteps = 0;
   int64_t epochs = 0;
   int64_t steps = 0;
   // train.stop_after_epoch ended this invocation before the epoch budget

@@ -1,0 +1,159 @@
+// The training step on a GPU (CUDA build, label "cuda"; issue 55): it never
+// waits for the device — a step returns while a 0.2 s spin queued before it
+// still holds the compute stream (the synchronous step drained the stream
+// at its optimizer read-back and its tally read) — its refused steps are
+// still counted and skipped (read one step late), and a captured step
+// (run.cuda_graph) trains to the same weights as the uncaptured one in
+// deterministic mode, with fp32 and with fp16's loss scale on the device.
+#include <ATen/cuda/Sleep.h>
+#include <c10/core/impl/VirtualGuardImpl.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "bigbatch/ckpt/state_dict.h"
+#include "bigbatch/data/sampler.h"
+#include "bigbatch/train/config_schema.h"
+#include "run_helpers.h"
+#include "run_recorder.h"
+#include "run_setup.h"
+
+namespace bigbatch {
+namespace {
+
+using namespace test_runs;
+
+bool haveGpu() { return torch::cuda::is_available(); }
+
+Config gpuRun() {
+  Config c = defaultTrainingConfig();
+  c.set("data.dataset=synthetic");
+  c.set("data.train_samples=2048");
+  c.set("data.eval_samples=512");
+  c.set("train.epochs=2");
+  c.set("train.batch_size=128");
+  c.set("run.device=cuda");
+  return c;
+}
+
+bool computeStreamStillBusy() {
+  const c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
+  return !impl.queryStream(impl.getStream(torch::Device(torch::kCUDA, 0)));
+}
+
+TEST(GpuStep, AStepReturnsWhileTheComputeStreamIsStillBusy) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  for (const char* precision : {"fp32", "fp16"}) {  // fp16: the loss scale on the device
+    Config c = gpuRun();
+    c.set(std::string("amp.precision=") + precision);
+    const std::string dir = ::testing::TempDir() + "/gpu_step_busy_" + precision;
+    std::filesystem::remove_all(dir);
+    auto comms = makeInProcessGroup(1);
+    TrainOptions o;
+    o.comm = comms[0].get();
+    o.runDir = dir;
+    o.overwrite = true;
+    o.verbosity = Verbosity::kQuiet;
+    train_detail::RunRecorder recorder;
+    auto jobs = seededJobs(1);
+    const auto run = train_detail::setUpRun(c, o, jobs[0], recorder);
+    ASSERT_TRUE(run->step->deferred()) << precision;
+    const train_detail::RunInput& in = run->input;
+    PipelineOptions po = in.pipeline;
+    po.uint8Batches = in.uint8Transfer;
+    const int64_t batch = 128;
+    std::vector<std::vector<int64_t>> batches(4);
+    for (int64_t b = 0; b < 4; ++b) {
+      for (int64_t i = 0; i < batch; ++i) batches[b].push_back(b * batch + i);
+    }
+    InputPipeline pipeline(in.source, in.augment, po, 1, 1, batches);
+    train_detail::DeviceFeed feed(pipeline, run->start.device.device, in.inputType);
+    train_detail::StepTimes times;
+    train_detail::StepTally tally;
+    const StepHyper h{0.05, 0.9, 1.0, 1.0};
+    // The first two steps: allocations, cuDNN's algorithms, the optimizer's tables.
+    run->step->run(feed, {1, 1, 1, batch}, h, times, tally);
+    run->step->run(feed, {1, 2, 2, batch}, h, times, tally);
+    torch::cuda::synchronize();
+    at::cuda::sleep(400'000'000);  // ~0.2 s on the compute stream
+    ASSERT_TRUE(computeStreamStillBusy());
+    const train_detail::StepOutcome third = run->step->run(feed, {1, 3, 3, batch}, h, times, tally);
+    EXPECT_TRUE(computeStreamStillBusy())
+        << precision << ": the step waited for the device before it returned";
+    EXPECT_TRUE(third.settled && third.applied);  // the second step's outcome
+    const train_detail::StepOutcome last = run->step->settle(tally);
+    EXPECT_TRUE(last.settled && last.applied) << precision;
+    EXPECT_EQ(tally.seen, 3.0 * batch) << precision;
+    EXPECT_GT(tally.lossSum, 0.0) << precision;
+  }
+}
+
+// A NaN loss at step 5 under train.nonfinite = skip: the device skips the
+// update and restores the BatchNorm statistics; the host learns it a step
+// later and counts it, and the run trains on.
+TEST(GpuStep, ARefusedStepIsSkippedAndCountedOneStepLate) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  Config c = gpuRun();
+  c.set("train.nonfinite=skip");
+  c.set("fault.kind=nan");
+  c.set("fault.step=5");
+  const std::string dir = ::testing::TempDir() + "/gpu_step_skip";
+  std::filesystem::remove_all(dir);
+  auto comms = makeInProcessGroup(1);
+  TrainOptions o;
+  o.comm = comms[0].get();
+  o.runDir = dir;
+  o.overwrite = true;
+  o.verbosity = Verbosity::kQuiet;
+  auto jobs = seededJobs(1);
+  const TrainResult r = train(c, o, jobs[0]);
+  EXPECT_LT(r.lastLoss, r.firstLoss);
+  const auto rows = readCsv(dir + "/metrics.csv");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].at("skipped_steps"), "1");
+  EXPECT_EQ(rows[1].at("skipped_steps"), "0");
+  for (const auto& b : jobs[0].model->buffers()) {
+    EXPECT_TRUE(torch::isfinite(b.to(torch::kFloat)).all().item<bool>());
+  }
+}
+
+std::vector<torch::Tensor> trainedWeights(Config c, const std::string& dir) {
+  std::filesystem::remove_all(dir);
+  auto comms = makeInProcessGroup(1);
+  TrainOptions o;
+  o.comm = comms[0].get();
+  o.runDir = dir;
+  o.overwrite = true;
+  o.verbosity = Verbosity::kQuiet;
+  auto jobs = seededJobs(1);
+  train(c, o, jobs[0]);
+  std::vector<torch::Tensor> out;
+  for (const auto& p : jobs[0].model->parameters()) out.push_back(p.detach().to(torch::kCPU));
+  for (const auto& b : jobs[0].model->buffers()) out.push_back(b.detach().to(torch::kCPU));
+  return out;
+}
+
+// The captured step runs the eager step's kernels with the same values
+// (read from device memory): 3 eager warm-up steps, then 29 replays over
+// two epochs, the learning rate changing every step — the same bytes.
+TEST(GpuStep, ACapturedStepTrainsToTheSameWeightsAsTheUncapturedOne) {
+  if (!haveGpu()) GTEST_SKIP() << "no CUDA device";
+  for (const char* precision : {"fp32", "fp16"}) {
+    Config c = gpuRun();
+    c.set("run.deterministic=true");
+    c.set(std::string("amp.precision=") + precision);
+    const auto eager = trainedWeights(c, ::testing::TempDir() + "/gpu_graph_off");
+    c.set("run.cuda_graph=true");
+    const auto graphed = trainedWeights(c, ::testing::TempDir() + "/gpu_graph_on");
+    ASSERT_EQ(eager.size(), graphed.size());
+    for (size_t i = 0; i < eager.size(); ++i) {
+      EXPECT_TRUE(torch::equal(eager[i], graphed[i]))
+          << precision << " tensor " << i << ": max |diff| "
+          << (eager[i].to(torch::kDouble) - graphed[i].to(torch::kDouble)).abs().max().item<double>();
+    }
+  }
+}
+
+}  // namespace
+}  // namespace bigbatch
