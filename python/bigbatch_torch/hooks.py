@@ -38,7 +38,8 @@ def _backend(process_group):
 def _layout(bucket, names=None):
     """[(offset, numel, shape, name)] of each gradient in the bucket's flat
     buffer; the name is the parameter's (from `names`: id -> name), else
-    its position ("b<bucket>.<i>")."""
+    its position ("#b<bucket>.<i>": the backend drops such state when DDP
+    rebuilds its buckets, as it then names another tensor)."""
     buffer = bucket.buffer()
     base = buffer.data_ptr()
     size = buffer.element_size()
@@ -47,7 +48,7 @@ def _layout(bucket, names=None):
     for i, (g, p) in enumerate(zip(bucket.gradients(), params)):
         name = names.get(id(p)) if names else None
         out.append(((g.data_ptr() - base) // size, g.numel(), list(g.shape),
-                    name or f"b{bucket.index()}.{i}"))
+                    name or f"#b{bucket.index()}.{i}"))
     return out
 
 
@@ -117,6 +118,12 @@ class PowerSGDState:
 
     def load_state_dict(self, state):
         """Restores what state_dict() returned (before or after the first step)."""
+        if self._names is None:
+            # Keyed by place in DDP's buckets, the state would be loaded into
+            # the layout before DDP's rebuild (after its first iteration),
+            # where those places hold other tensors.
+            raise ValueError("load_state_dict needs the state keyed by parameter name: make it "
+                             "with bigbatch_torch.hooks.powersgd(..., module=model)")
         state = {k: v.cpu() for k, v in state.items()}
         if self._codec is None:
             self._pending = state

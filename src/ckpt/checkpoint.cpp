@@ -322,6 +322,9 @@ std::optional<std::string> CheckpointDir::latest() const {
   // step: a run resumed from an earlier checkpoint keeps the later files of
   // the trajectory it left (save() prunes only steps up to its own).
   auto all = listCheckpoints(dir_);
+  // Highest step first, so that among files of one modification time (a
+  // coarse clock, a copied directory) the highest step wins.
+  std::reverse(all.begin(), all.end());
   std::vector<std::pair<fs::file_time_type, std::string>> byTime;
   for (const auto& [step, path] : all) {
     std::error_code ec;

@@ -1,5 +1,6 @@
 #include "job_process.h"
 
+#include <signal.h>
 #include <sys/prctl.h>
 #include <unistd.h>
 
@@ -29,6 +30,15 @@ JobProcess startJobProcess(const std::vector<std::string>& command, const sigset
   std::vector<char*> args;
   for (const auto& a : command) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
+  const std::string cannotStart = "bigbatch: error: cannot start '" + command.front() + "': ";
+  const std::string fixLine = "; " + fix + "\n";
+  // A SIGCHLD ignored by whoever started us would make the job's status
+  // unreadable (waitpid: ECHILD) and is inherited by mpirun: take it back.
+  struct sigaction chld {};
+  if (sigaction(SIGCHLD, nullptr, &chld) == 0 && chld.sa_handler == SIG_IGN) {
+    chld.sa_handler = SIG_DFL;
+    sigaction(SIGCHLD, &chld, nullptr);
+  }
   int errPipe[2];
   BIGBATCH_REQUIRE(pipe(errPipe) == 0, IoError, "cannot make a pipe: {}", std::strerror(errno));
   const pid_t parent = getpid();
@@ -40,6 +50,12 @@ JobProcess startJobProcess(const std::vector<std::string>& command, const sigset
     BIGBATCH_THROW(IoError, "cannot fork the job's launcher: {}", std::strerror(err));
   }
   if (child == 0) {
+    // Only async-signal-safe calls from here to exec. The parent's handlers
+    // (which forward to the job) are not the child's: a signal pending at
+    // the unmask, or the death signal, must end the child, not be swallowed.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &dfl, nullptr);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(128 + SIGTERM);  // gone before prctl took hold
     sigprocmask(SIG_SETMASK, &signalMask, nullptr);
@@ -48,8 +64,11 @@ JobProcess startJobProcess(const std::vector<std::string>& command, const sigset
     ::close(errPipe[0]);
     ::close(errPipe[1]);
     execvp(args[0], args.data());
-    std::fprintf(stderr, "bigbatch: error: cannot start '%s': %s; %s\n", args[0],
-                 std::strerror(errno), fix.c_str());
+    const char* why = strerrordesc_np(errno);  // a static string: no locale, no allocation
+    if (why == nullptr) why = "unknown error";
+    [[maybe_unused]] ssize_t n = ::write(STDERR_FILENO, cannotStart.data(), cannotStart.size());
+    n = ::write(STDERR_FILENO, why, std::strlen(why));
+    n = ::write(STDERR_FILENO, fixLine.data(), fixLine.size());
     _exit(127);
   }
   setpgid(child, child);  // also here: no race with a signal before the child's own call

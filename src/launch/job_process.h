@@ -1,6 +1,7 @@
 // How the launcher (`--workers N`) and the supervisor (`--max-restarts`)
-// start mpirun: a child in a process group of its own (signals reach the
-// whole job with one kill of the group), its stderr into a pipe the parent
+// start mpirun: a child in a process group of its own (a signal to the
+// group reaches mpirun, which passes it to the ranks it started; they sit
+// in process groups of their own), its stderr into a pipe the parent
 // reads (failure_reader.h), and SIGTERM from the kernel when the parent
 // dies (PR_SET_PDEATHSIG: a SIGKILLed launcher, the OOM killer), so the job
 // never outlives the process that started it.

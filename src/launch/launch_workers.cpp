@@ -162,8 +162,10 @@ int launchWorkers(int workers, int threadsPerRank, int argc, char** argv) {
   jobGroup = job.pid;
   blocked.reset();
   int wstatus = 0;
-  while (waitpid(job.pid, &wstatus, 0) < 0 && errno == EINTR) {
+  pid_t waited = -1;
+  while ((waited = waitpid(job.pid, &wstatus, 0)) < 0 && errno == EINTR) {
   }
+  if (waited < 0) wstatus = 1 << 8;  // the job's status is lost: not a success
   // mpirun's last words, then ours; a rank that outlived mpirun and still
   // holds the pipe does not keep this process waiting past 10 s.
   reader.finish(std::chrono::seconds(10));

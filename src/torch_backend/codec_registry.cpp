@@ -77,7 +77,11 @@ const CodecRegistry::Hook& CodecRegistry::hook(int codec) const {
 void CodecRegistry::retire(Hook& h, BucketCodec& b) {
   if (!b.codec) return;
   for (auto& [key, value] : b.codec->state()) {
-    if (key != ddp_detail::kPowerSgdStepsKey) h.pool[key] = value;
+    // A tensor named by its place in a bucket ("#b<bucket>.<i>": the hook
+    // was given no module) names another tensor once the layout changed:
+    // its state is dropped, never handed to whichever tensor is there now.
+    if (key == ddp_detail::kPowerSgdStepsKey || paramOf(key).rfind('#', 0) == 0) continue;
+    h.pool[key] = value;
   }
   b.codec.reset();
 }

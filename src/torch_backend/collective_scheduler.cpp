@@ -1,5 +1,7 @@
 #include "collective_scheduler.h"
 
+#include <algorithm>
+
 #include "bigbatch/common/logging.h"
 
 namespace bigbatch::torch_backend {
@@ -62,9 +64,14 @@ bool CollectiveScheduler::next(std::unique_lock<std::mutex>& lock, Queued& out) 
     }
     const bool activeRunning = active_ >= 0 && callbacks_.count(active_) > 0;
     // The oldest task queued (not of the active family: it would have been
-    // taken) has waited behind the active family's callbacks since it came.
+    // taken) has waited behind the active family's callbacks — counted from
+    // when it came or when this thread last went idle, whichever is later:
+    // time the thread spent running a collective (a slow peer) is no one's
+    // callback waiting, and counting it would let one rank go on alone.
+    const auto waitingSince = std::max(queue_.empty() ? idleSince_ : queue_.front().queuedAt,
+                                       idleSince_);
     const bool stuck = activeRunning && !queue_.empty() &&
-                       std::chrono::steady_clock::now() - queue_.front().queuedAt >= kStuckWait;
+                       std::chrono::steady_clock::now() - waitingSince >= kStuckWait;
     if (!activeRunning || stuck) {
       if (stuck && !warned_) {
         warned_ = true;
@@ -98,6 +105,7 @@ void CollectiveScheduler::loop() {
     q.task(q.family);
     q.task = nullptr;
     lock.lock();
+    idleSince_ = std::chrono::steady_clock::now();
   }
 }
 

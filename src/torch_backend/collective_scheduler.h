@@ -20,7 +20,9 @@
 // A callback that waits on something outside its family (a collective a
 // later family would issue) would hold this order forever: once a later
 // family's first collective has waited `kStuckWait` behind a family whose
-// callbacks are all still running, the thread goes on (warned once). Every
+// callbacks are all still running — the wait counted from when the thread
+// last went idle, so that a collective held up by a slow peer does not
+// count — the thread goes on (warned once). Every
 // rank meets such a wait at the same point of the program and goes on
 // alike. What this cannot tell from a wait is a callback that is merely
 // slow for that long on one rank: that rank would go on alone, which the
@@ -97,6 +99,8 @@ class CollectiveScheduler {
   int64_t active_ = -1;                   // guarded by mutex_: the family being run
   bool stopping_ = false;                 // guarded by mutex_
   bool warned_ = false;                   // guarded by mutex_
+  // When the thread last finished a task (guarded by mutex_).
+  std::chrono::steady_clock::time_point idleSince_ = std::chrono::steady_clock::now();
   std::thread thread_;
 };
 

@@ -109,8 +109,10 @@ int64_t checkResumeCompatible(const Config& current, const Checkpoint& ckpt, int
   if (changed) {
     changed->clear();
     for (const auto& f : current.schema()) {
-      // Keys that do not touch the trajectory (when and how often to
-      // evaluate, stop or restart, how much to buffer).
+      // Keys that do not touch the weights' trajectory (when and how often
+      // to evaluate, stop or restart, how much to buffer). An evaluation
+      // also agrees the ranks' BatchNorm statistics (train.average_bn_stats),
+      // so train.eval_every may change those buffers, never a weight.
       static const std::vector<std::string> neutral = {
           "train.accumulation_steps", "run.workers", "run.dir", "run.name", "run.out_dir",
           "comm.timeout_s", "train.stop_at_target", "train.target_accuracy",

@@ -41,8 +41,11 @@ torch::Tensor gradient(int step, int p) {
   return torch::randn(kParams[static_cast<size_t>(p)].shape);
 }
 
-// One step through `layout`: every parameter's exchanged values.
-std::vector<torch::Tensor> step(CodecRegistry& r, int codec, const Layout& layout, int s) {
+// One step through `layout`: every parameter's exchanged values. With
+// `positional`, each tensor is named by its place ("#b<bucket>.<i>"), as
+// hooks.py names them when the hook was given no module.
+std::vector<torch::Tensor> step(CodecRegistry& r, int codec, const Layout& layout, int s,
+                                bool positional = false) {
   std::vector<torch::Tensor> out(kParams.size());
   LocalSum wire;
   for (size_t b = 0; b < layout.size(); ++b) {
@@ -52,7 +55,8 @@ std::vector<torch::Tensor> step(CodecRegistry& r, int codec, const Layout& layou
     for (int p : layout[b]) {
       const torch::Tensor g = gradient(s, p).reshape({-1});
       slots.push_back({offset, g.numel(), kParams[static_cast<size_t>(p)].shape,
-                       kParams[static_cast<size_t>(p)].name});
+                       positional ? "#b" + std::to_string(b) + "." + std::to_string(slots.size())
+                                  : kParams[static_cast<size_t>(p)].name});
       parts.push_back(g);
       offset += g.numel();
     }
@@ -118,6 +122,21 @@ TEST(CodecRegistry, ARebuildMidRunKeepsEveryParametersState) {
     if (key == ddp_detail::kPowerSgdStepsKey) steps = value.item<int64_t>();
   }
   EXPECT_EQ(steps, 5);
+}
+
+TEST(CodecRegistry, StateNamedByPlaceIsDroppedWhenTheLayoutChanges) {
+  // Named by place, the rebuilt buckets' places hold other tensors: their
+  // state starts afresh (as a registry with no state but the step count),
+  // never another tensor's (which would not even fit: a's Q for d).
+  CodecRegistry run;
+  const int c = powerSgd(run);
+  for (int s = 1; s <= 3; ++s) step(run, c, kFirst, s, /*positional=*/true);
+  CodecRegistry fresh;
+  const int fc = powerSgd(fresh);
+  fresh.loadState(fc, {{ddp_detail::kPowerSgdStepsKey, torch::tensor({int64_t{3}})}});
+  for (int s = 4; s <= 5; ++s) {
+    expectSame(step(run, c, kRebuilt, s, true), step(fresh, fc, kRebuilt, s, true), s);
+  }
 }
 
 TEST(CodecRegistry, WireCodecIsOnePerWireAndUnknownIdsAreRefused) {
