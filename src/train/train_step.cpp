@@ -458,13 +458,19 @@ void TrainStep::skipOrStopSettled(bool poisoned, const StepPosition& at, double 
                  : fmt::format("the gradient's norm was not finite{}",
                                scaler_ ? fmt::format(" at the loss-scale floor {:g}", scaleBefore)
                                        : std::string());
+  stopOrWarn(at, where,
+             " (seen when the next step was queued: the GPU's outcome is read one step late)");
+}
+
+// A diverged step: an Error naming `where`, or skipped with a warning
+// under train.nonfinite = skip. `late` says when it was seen, if not now.
+void TrainStep::stopOrWarn(const StepPosition& at, const std::string& where, const char* late) {
   if (!settings_.skipNonFinite) {
     BIGBATCH_THROW(Error,
                    "non-finite gradient at epoch {} step {} (global step {}; {}); the weights "
-                   "were left unchanged (seen when the next step was queued: the GPU's outcome "
-                   "is read one step late). Lower optim.lr, raise schedule.warmup_epochs, or set "
+                   "were left unchanged{}. Lower optim.lr, raise schedule.warmup_epochs, or set "
                    "train.nonfinite = skip",
-                   at.epoch, at.stepInEpoch, at.globalStep, where);
+                   at.epoch, at.stepInEpoch, at.globalStep, where, late);
   }
   log().warn("skipped step {} (epoch {}): non-finite gradient ({})", at.globalStep, at.epoch,
              where);
@@ -499,15 +505,7 @@ bool TrainStep::skipOrStop(bool poisoned, const StepPosition& at) {
                  : fmt::format("first in '{}'{}", firstNonFiniteGradient(model_),
                                scaler_ ? fmt::format(", at the loss-scale floor {:g}", scaleBefore)
                                        : std::string());
-  if (!settings_.skipNonFinite) {
-    BIGBATCH_THROW(Error,
-                   "non-finite gradient at epoch {} step {} (global step {}; {}); the weights "
-                   "were left unchanged. Lower optim.lr, raise schedule.warmup_epochs, or set "
-                   "train.nonfinite = skip",
-                   at.epoch, at.stepInEpoch, at.globalStep, where);
-  }
-  log().warn("skipped step {} (epoch {}): non-finite gradient ({})", at.globalStep, at.epoch,
-             where);
+  stopOrWarn(at, where, "");
   return true;
 }
 

@@ -177,6 +177,7 @@ class TrainStep {
   // skips the step (true) or stops (an Error naming where). Every rank
   // comes here together.
   bool skipOrStop(bool poisoned, const StepPosition& at);
+  void stopOrWarn(const StepPosition& at, const std::string& where, const char* late);
   void updateScale(bool finite);
   // The model's buffers (BatchNorm statistics) back to `before`.
   void restoreBuffers(const std::vector<torch::Tensor>& before);
