@@ -4,7 +4,8 @@
 
 namespace bigbatch::ddp_detail {
 
-HalfCodec::HalfCodec(DataType wireType, int worldSize) : type_(wireType), worldSize_(worldSize) {}
+HalfCodec::HalfCodec(DataType wireType, int worldSize, BucketResult result)
+    : type_(wireType), worldSize_(worldSize), result_(result) {}
 
 void HalfCodec::exchange(size_t index, const Bucket& bucket, float* data, WireSum& wire) {
   const auto count = static_cast<size_t>(bucket.numel);
@@ -17,7 +18,7 @@ void HalfCodec::exchange(size_t index, const Bucket& bucket, float* data, WireSu
   // Only the range this rank holds the sum of is unpacked.
   const auto [lo, hi] = wire.kept(count);
   unpackFloats(type_, data + lo, bytes.data() + lo * width, hi - lo,
-               static_cast<float>(worldSize_));
+               result_ == BucketResult::kMean ? 1.0f : static_cast<float>(worldSize_));
 }
 
 }  // namespace bigbatch::ddp_detail

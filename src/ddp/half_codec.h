@@ -5,7 +5,8 @@
 // Each bucket is multiplied by 1/n (n ranks) while it is packed, so the sum
 // of n values cannot overflow fp16 however many ranks add up; the summed
 // 16-bit values are multiplied back by n while they are unpacked into the
-// fp32 bucket. The collective adds 16-bit values, and how often it rounds
+// fp32 bucket (or, where the codec leaves the mean, not multiplied back:
+// the pre-divided sum is the mean). The collective adds 16-bit values, and how often it rounds
 // depends on the algorithm: the pairwise ones (ring, recursive doubling,
 // halving-doubling) round to 16 bits at every addition; the shared-memory
 // reduction of many ranks' slices (sum_into.cpp) accumulates in fp32 and
@@ -24,13 +25,14 @@ namespace bigbatch::ddp_detail {
 
 class HalfCodec : public GradientCodec {
  public:
-  HalfCodec(DataType wireType, int worldSize);
+  HalfCodec(DataType wireType, int worldSize, BucketResult result = BucketResult::kSum);
   DataType wireType() const override { return type_; }
   void exchange(size_t index, const Bucket& bucket, float* data, WireSum& wire) override;
 
  private:
   DataType type_;
   int worldSize_;
+  BucketResult result_;
   std::vector<std::vector<uint8_t>> wire_;  // per bucket: its 16-bit copy
 };
 

@@ -86,7 +86,8 @@ void projectBack(const float* __restrict x, int64_t rows, int64_t cols,
 
 BIGBATCH_MULTIVERSION
 void reconstruct(float* __restrict m, float* __restrict e, int64_t rows, int64_t cols,
-                 const float* __restrict p, const float* __restrict qt, int rank, float share) {
+                 const float* __restrict p, const float* __restrict qt, int rank, float share,
+                 float divisor) {
   for (int64_t i = 0; i < rows; ++i) {
     const float* pi = p + i * rank;
     float* mi = m + i * cols;
@@ -102,6 +103,9 @@ void reconstruct(float* __restrict m, float* __restrict e, int64_t rows, int64_t
       }
       if (ei) {
         for (int64_t j = j0; j < j1; ++j) ei[j] -= share * mi[j];
+      }
+      if (divisor != 1.0f) {
+        for (int64_t j = j0; j < j1; ++j) mi[j] /= divisor;
       }
     }
   }

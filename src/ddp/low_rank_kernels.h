@@ -38,10 +38,12 @@ void foldAndProject(float* x, const float* g, int64_t rows, int64_t cols, const 
 void projectBack(const float* x, int64_t rows, int64_t cols, const float* p, int rank, float* q,
                  std::vector<double>& work);
 
-// m = p qt (p rows x rank, qt rank x cols; each value summed over k in
-// order, in float), and e -= share * m where e is not null.
+// v = p qt (p rows x rank, qt rank x cols; each value summed over k in
+// order, in float); e -= share * v where e is not null; m = v / divisor
+// (divisor 1: the sum itself; the world size: the mean, divided while the
+// block is in cache instead of in a pass of its own).
 void reconstruct(float* m, float* e, int64_t rows, int64_t cols, const float* p, const float* qt,
-                 int rank, float share);
+                 int rank, float share, float divisor = 1.0f);
 
 // dst (cols x rows) = src^T (src rows x cols).
 void transpose(const float* src, int64_t rows, int64_t cols, float* dst);

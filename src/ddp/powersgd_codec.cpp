@@ -47,10 +47,12 @@ torch::Tensor matrixAt(float* data, int64_t offset, int64_t rows, int64_t cols) 
 
 PowerSgdCodec::PowerSgdCodec(const PowerSgdOptions& options, DataType wireType,
                              const std::vector<torch::Tensor>& params,
-                             const std::vector<std::string>& names, int worldSize)
+                             const std::vector<std::string>& names, int worldSize,
+                             BucketResult result)
     : options_(options),
       wireType_(wireType),
       worldSize_(worldSize),
+      result_(result),
       names_(names),
       plan_(planLowRank(options, params)),
       matrices_(params.size()) {
@@ -80,17 +82,21 @@ void PowerSgdCodec::unitColumns(size_t param) {
   m.q.div_(norms);
 }
 
-void PowerSgdCodec::sumSegments(WireSum& wire) {
+void PowerSgdCodec::sumSegments(WireSum& wire, BucketResult result) {
   size_t count = 0;
   for (const auto& [at, n] : segments_) count += n;
   if (count == 0) return;
-  if (wireType_ == DataType::kFloat32 && segments_.size() == 1) {
+  const bool fp32 = wireType_ == DataType::kFloat32;
+  const bool divide = fp32 && result == BucketResult::kMean;  // 16 bits: the pre-divided sum
+  if (fp32 && segments_.size() == 1) {
     wire.sum(segments_[0].first, count, DataType::kFloat32);  // in place, no copy
+    if (divide) divideBy(segments_[0].first, count, worldSize_);
     return;
   }
-  // fp32 as it is; 16 bits pre-divided by the world size (the sum's range).
-  const float down = wireType_ == DataType::kFloat32 ? 1.0f : 1.0f / static_cast<float>(worldSize_);
-  const float up = wireType_ == DataType::kFloat32 ? 1.0f : static_cast<float>(worldSize_);
+  // fp32 as it is; 16 bits pre-divided by the world size (the sum's range),
+  // multiplied back unless the mean is wanted.
+  const float down = fp32 ? 1.0f : 1.0f / static_cast<float>(worldSize_);
+  const float up = fp32 || result == BucketResult::kMean ? 1.0f : static_cast<float>(worldSize_);
   const size_t width = elementSize(wireType_);
   wire_.resize(count * width);
   size_t offset = 0;
@@ -102,6 +108,7 @@ void PowerSgdCodec::sumSegments(WireSum& wire) {
   offset = 0;
   for (const auto& [at, n] : segments_) {
     unpackFloats(wireType_, at, wire_.data() + offset * width, n, up);
+    if (divide) divideBy(at, n, worldSize_);
     offset += n;
   }
 }
@@ -112,7 +119,7 @@ void PowerSgdCodec::sumUncompressed(const Bucket& bucket, float* data, WireSum& 
     if (plan_[e.param].rank == 0)
       segments_.emplace_back(data + e.offset, static_cast<size_t>(e.numel));
   }
-  sumSegments(wire);
+  sumSegments(wire, result_);
 }
 
 void PowerSgdCodec::passNonFinite(const Bucket& bucket, float* data) {
@@ -136,7 +143,7 @@ void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, Wi
   if (index == 0) ++steps_;  // buckets go in order: bucket 0 opens a step
   if (steps_ <= options_.startStep) {
     segments_.assign(1, {data, static_cast<size_t>(bucket.numel)});
-    sumSegments(wire);
+    sumSegments(wire, result_);
     return;
   }
   sumUncompressed(bucket, data, wire);
@@ -183,7 +190,7 @@ void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, Wi
     pAt += s.rows * s.rank;
   }
   segments_.assign(1, {pData, static_cast<size_t>(pElements)});
-  sumSegments(wire);
+  sumSegments(wire, BucketResult::kSum);
   if (!p_.narrow(0, 0, pElements).isfinite().all().item<bool>()) return passNonFinite(bucket, data);
 
   // Q = X^T P with P orthonormal, summed.
@@ -198,12 +205,12 @@ void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, Wi
     qAt += s.cols * s.rank;
   }
   segments_.assign(1, {qData, static_cast<size_t>(qElements)});
-  sumSegments(wire);
+  sumSegments(wire, BucketResult::kSum);
   if (!qSum_.narrow(0, 0, qElements).isfinite().all().item<bool>())
     return passNonFinite(bucket, data);
 
-  // M ~ P Q^T into the bucket and, in the same pass, this rank's share of
-  // what it left out kept: E = X - P Q^T / N.
+  // M ~ P Q^T (or its mean, M / N) into the bucket and, in the same pass,
+  // this rank's share of what it left out kept: E = X - P Q^T / N.
   pAt = 0;
   qAt = 0;
   const float share = 1.0f / static_cast<float>(worldSize_);
@@ -215,7 +222,8 @@ void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, Wi
     low_rank::transpose(qData + qAt, s.cols, s.rank, qt_.data());
     low_rank::reconstruct(data + e.offset,
                           options_.errorFeedback ? m.error.data_ptr<float>() : nullptr, s.rows,
-                          s.cols, pData + pAt, qt_.data(), s.rank, share);
+                          s.cols, pData + pAt, qt_.data(), s.rank, share,
+                          result_ == BucketResult::kMean ? static_cast<float>(worldSize_) : 1.0f);
     if (options_.warmStart)
       m.q.copy_(qSum_.narrow(0, qAt, s.cols * s.rank).view({s.cols, s.rank}));
     pAt += s.rows * s.rank;

@@ -77,7 +77,7 @@ class PowerSgdCodec : public GradientCodec {
   // `wireType`: kFloat32, kFloat16 or kBFloat16 (see above).
   PowerSgdCodec(const PowerSgdOptions& options, DataType wireType,
                 const std::vector<torch::Tensor>& params, const std::vector<std::string>& names,
-                int worldSize);
+                int worldSize, BucketResult result = BucketResult::kSum);
 
   DataType wireType() const override { return wireType_; }
   void exchange(size_t index, const Bucket& bucket, float* data, WireSum& wire) override;
@@ -103,8 +103,8 @@ class PowerSgdCodec : public GradientCodec {
   // column (nothing came back last step) drawn afresh first.
   void unitColumns(size_t param);
   // The floats at `segments_` summed across the ranks as one message of
-  // the wire type, written back in place.
-  void sumSegments(WireSum& wire);
+  // the wire type, written back in place: their sum, or their mean.
+  void sumSegments(WireSum& wire, BucketResult result);
   // Sums the uncompressed entries of `bucket` in one collective.
   void sumUncompressed(const Bucket& bucket, float* data, WireSum& wire);
   // The non-finite step (see above): NaN in every compressed gradient of
@@ -114,6 +114,7 @@ class PowerSgdCodec : public GradientCodec {
   PowerSgdOptions options_;
   DataType wireType_;
   int worldSize_;
+  BucketResult result_;  // of the gradients (the factors are always summed)
   std::vector<std::string> names_;
   std::vector<LowRankShape> plan_;                   // per parameter, registration order
   std::vector<Matrix> matrices_;                     // the same

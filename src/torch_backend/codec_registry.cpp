@@ -140,7 +140,10 @@ void CodecRegistry::exchange(int codec, int64_t bucket, const std::vector<Bucket
                               ? GradientCompression::kPowerSgd
                               : GradientCompression::kNone;
     options.powerSgd = h.spec.powerSgdOptions;
-    b.codec = ddp_detail::makeGradientCodec(options, shapes, names, worldSize);
+    // DDP's hooks hand back the mean, formed inside the codec (no pass of
+    // its own over the bucket).
+    b.codec = ddp_detail::makeGradientCodec(options, shapes, names, worldSize,
+                                            ddp_detail::BucketResult::kMean);
     b.slots = slots;
     adopt(h, b);
   }

@@ -71,8 +71,8 @@ class CodecRegistry {
   int wireCodec(DataType wire);
   // InvalidArgument unless `codec` was added (from any thread).
   void check(int codec) const;
-  // Sums the bucket (float32 `data`, `numel` elements laid out as `slots`)
-  // across the ranks through `wire`, in place.
+  // Leaves the bucket's mean over the ranks (float32 `data`, `numel`
+  // elements laid out as `slots`), exchanged through `wire`, in place.
   void exchange(int codec, int64_t bucket, const std::vector<BucketSlot>& slots, float* data,
                 int64_t numel, ddp_detail::WireSum& wire, int worldSize);
   NamedState state(int codec) const;

@@ -375,12 +375,9 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::compressedAllreduce(
                  [this, b, codec, bucketIndex, slots]() mutable {
                    ddp_detail::AllreduceWire wire(*comm_, *algorithm_);
                    float* data = b.data_ptr<float>();
+                   // The codec leaves the mean, as DDP's hooks hand back.
                    codecs_.exchange(codec, bucketIndex, slots, data, b.numel(), wire,
                                     comm_->size());
-                   // DDP's hooks hand back the mean. A plain loop: the
-                   // communication thread stays out of libtorch's OpenMP pool.
-                   const float n = static_cast<float>(comm_->size());
-                   for (int64_t i = 0; i < b.numel(); ++i) data[i] /= n;
                  });
 }
 

@@ -11,6 +11,7 @@
 #include "bigbatch/comm/in_process_communicator.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/ddp/distributed_data_parallel.h"
+#include "gradient_codec.h"
 #include "powersgd_codec.h"
 
 namespace bigbatch {
@@ -404,6 +405,72 @@ TEST(PowerSgd, RefusedWithThePartitionedOptimizer) {
   DdpOptions o = powerSgd(2);
   o.partition = true;
   EXPECT_THROW(gradientsOf(2, o, 1), InvalidArgument);
+}
+
+
+// Two ranks holding the same values: the sum doubles them, in the wire's
+// own type (exact in fp16 and bf16 too: a power of two).
+class TwoEqualRanksWire : public WireSum {
+ public:
+  void sum(void* data, size_t count, DataType type) override {
+    ++calls;
+    const auto dtype = type == DataType::kFloat32   ? torch::kFloat
+                       : type == DataType::kFloat16 ? torch::kHalf
+                                                    : torch::kBFloat16;
+    torch::from_blob(data, {static_cast<int64_t>(count)}, dtype).mul_(2);
+  }
+  std::pair<size_t, size_t> kept(size_t count) const override { return {0, count}; }
+  const char* operation() const override { return "test"; }
+  int calls = 0;
+};
+
+// A codec made to leave the mean (a DDP comm hook's result) leaves the
+// bits of its sum divided by the world size — the division a separate pass
+// made before — in every codec: fp32, the 16-bit wires, and PowerSGD's
+// uncompressed steps, small tensors and P Q^T; with the same collectives.
+TEST(BucketResult, TheMeanIsTheSumDividedByTheRanksInEveryCodec) {
+  const torch::Tensor weight = torch::zeros({48, 40}), bias = torch::zeros({48});
+  const std::vector<torch::Tensor> params = {weight, bias};
+  const std::vector<std::string> names = {"w", "b"};
+  Bucket bucket;
+  bucket.entries = {{0, 0, 48 * 40}, {1, 48 * 40, 48}};
+  bucket.numel = 48 * 41;
+  struct Case {
+    const char* name;
+    DataType wire;
+    bool powerSgd;
+  };
+  for (const Case& c : {Case{"fp32", DataType::kFloat32, false},
+                        Case{"fp16", DataType::kFloat16, false},
+                        Case{"bf16", DataType::kBFloat16, false},
+                        Case{"powersgd", DataType::kFloat32, true},
+                        Case{"powersgd fp16", DataType::kFloat16, true}}) {
+    DdpOptions o;
+    o.exchangeType = c.wire;
+    if (c.powerSgd) {
+      o.compression = GradientCompression::kPowerSgd;
+      o.powerSgd.rank = 2;
+      o.powerSgd.startStep = 1;  // step 1 uncompressed, then compressed
+    }
+    auto sum = ddp_detail::makeGradientCodec(o, params, names, 2, ddp_detail::BucketResult::kSum);
+    auto mean =
+        ddp_detail::makeGradientCodec(o, params, names, 2, ddp_detail::BucketResult::kMean);
+    TwoEqualRanksWire sumWire, meanWire;
+    for (int step = 1; step <= 3; ++step) {
+      torch::manual_seed(step);
+      const torch::Tensor g = torch::randn({bucket.numel});
+      torch::Tensor summed = g.clone(), averaged = g.clone();
+      sum->exchange(0, bucket, summed.data_ptr<float>(), sumWire);
+      mean->exchange(0, bucket, averaged.data_ptr<float>(), meanWire);
+      EXPECT_TRUE(torch::equal(averaged, summed / 2)) << c.name << ", step " << step;
+      EXPECT_FALSE(torch::equal(averaged, summed)) << c.name << ", step " << step;
+      if (c.powerSgd && step > 1) {  // compressed: not the gradient itself
+        EXPECT_FALSE(torch::allclose(averaged.narrow(0, 0, 48 * 40), g.narrow(0, 0, 48 * 40)))
+            << c.name;
+      }
+    }
+    EXPECT_EQ(meanWire.calls, sumWire.calls) << c.name;
+  }
 }
 
 }  // namespace
