@@ -6,8 +6,9 @@
 // transport's collective (the allreduce, or under a partitioned optimizer
 // the reduce-scatter), which sums a buffer of any wire type across ranks in
 // place. It calls the collective as often as it needs — once for a cast to
-// 16 bits, twice for PowerSGD's P and Q — and leaves the summed gradient in
-// the range of the bucket that WireSum::kept() names (all of it for an
+// 16 bits, twice for PowerSGD's P and Q — and leaves the summed (or, as
+// made, the averaged: BucketResult) gradient in the range of the bucket
+// that WireSum::kept() names (all of it for an
 // allreduce; this rank's chunk for a reduce-scatter). Every rank must end
 // with bit-identical values there: the weights stay identical without a
 // broadcast. A new way to exchange a bucket is one new codec file plus its
@@ -37,10 +38,12 @@ namespace bigbatch::ddp_detail {
 // What a codec leaves in the bucket: the sum over the ranks (bigbatch's own
 // reducers: the optimizer's step takes the 1/N), or their mean (a DDP comm
 // hook: DDP hands its hook's result to the optimizer as the gradient, as
-// PyTorch's own hooks give it). The mean is formed where the codec writes
-// the bucket anyway (the 16-bit wire's widening, PowerSGD's P Q^T), so it
-// costs no pass of its own over the gradients: on the 26 M-parameter model
-// a separate division was 105 MB more of memory traffic a step.
+// PyTorch's own hooks give it). Where the codec writes the bucket anyway —
+// the 16-bit wire's widening (the pre-divided sum is the mean), PowerSGD's
+// P Q^T — the mean costs no pass of its own; a division after the sum was
+// another read and write of all 105 MB of the 26 M-parameter model's
+// gradients a step. An fp32 wire (and PowerSGD's uncompressed fp32 values)
+// still divides after the sum.
 enum class BucketResult { kSum, kMean };
 
 // The transport's collective as a codec sees it.

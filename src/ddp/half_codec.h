@@ -6,8 +6,8 @@
 // of n values cannot overflow fp16 however many ranks add up; the summed
 // 16-bit values are multiplied back by n while they are unpacked into the
 // fp32 bucket (or, where the codec leaves the mean, not multiplied back:
-// the pre-divided sum is the mean). The collective adds 16-bit values, and how often it rounds
-// depends on the algorithm: the pairwise ones (ring, recursive doubling,
+// the pre-divided sum is the mean). The collective adds 16-bit values, and
+// how often it rounds depends on the algorithm: the pairwise ones (ring, recursive doubling,
 // halving-doubling) round to 16 bits at every addition; the shared-memory
 // reduction of many ranks' slices (sum_into.cpp) accumulates in fp32 and
 // rounds once. Either way every rank ends with the same bits: each chunk's

@@ -38,8 +38,9 @@
 // loss scale changes (x2 after its growth interval of clean steps, / 2 on
 // an overflow) the trainer rescales the error memory with it (rescale()):
 // the memory is always at the scale of the gradients it is added to.
-// Gradients are sums here, not means (DistributedDataParallel), so the
-// factors are of the summed gradient: P Q^T = P P^T (sum_j M_j), the sum
+// The factors are always of the summed gradient (also where the codec
+// leaves the mean, BucketResult::kMean, which divides only what it writes
+// to the bucket): P Q^T = P P^T (sum_j M_j), the sum
 // projected on P's span; rank i keeps E_i = M_i - (P Q^T) / N, so the
 // ranks' errors add up to the sum's compression error. Every rank computes
 // the same P, Q and P Q^T from the same summed bits: the gradients stay

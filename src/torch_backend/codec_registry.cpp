@@ -140,8 +140,8 @@ void CodecRegistry::exchange(int codec, int64_t bucket, const std::vector<Bucket
                               ? GradientCompression::kPowerSgd
                               : GradientCompression::kNone;
     options.powerSgd = h.spec.powerSgdOptions;
-    // DDP's hooks hand back the mean, formed inside the codec (no pass of
-    // its own over the bucket).
+    // DDP's hooks hand back the mean: the codec forms it as it writes the
+    // bucket (gradient_codec.h, BucketResult).
     b.codec = ddp_detail::makeGradientCodec(options, shapes, names, worldSize,
                                             ddp_detail::BucketResult::kMean);
     b.slots = slots;

@@ -407,44 +407,56 @@ TEST(PowerSgd, RefusedWithThePartitionedOptimizer) {
   EXPECT_THROW(gradientsOf(2, o, 1), InvalidArgument);
 }
 
-
-// Two ranks holding the same values: the sum doubles them, in the wire's
-// own type (exact in fp16 and bf16 too: a power of two).
-class TwoEqualRanksWire : public WireSum {
+// N ranks holding the same values: the sum multiplies them by N, in the
+// wire's own type (for 16 bits exact only when N is a power of two).
+class EqualRanksWire : public WireSum {
  public:
+  explicit EqualRanksWire(int n) : n_(n) {}
   void sum(void* data, size_t count, DataType type) override {
     ++calls;
     const auto dtype = type == DataType::kFloat32   ? torch::kFloat
                        : type == DataType::kFloat16 ? torch::kHalf
                                                     : torch::kBFloat16;
-    torch::from_blob(data, {static_cast<int64_t>(count)}, dtype).mul_(2);
+    torch::from_blob(data, {static_cast<int64_t>(count)}, dtype).mul_(n_);
   }
   std::pair<size_t, size_t> kept(size_t count) const override { return {0, count}; }
   const char* operation() const override { return "test"; }
   int calls = 0;
+
+ private:
+  int n_;
 };
 
 // A codec made to leave the mean (a DDP comm hook's result) leaves the
 // bits of its sum divided by the world size — the division a separate pass
 // made before — in every codec: fp32, the 16-bit wires, and PowerSGD's
-// uncompressed steps, small tensors and P Q^T; with the same collectives.
+// uncompressed steps, its uncompressed tensors (two segments: packed) and
+// P Q^T; with the same collectives. On 3 ranks a multiplication by 1/3
+// would differ from the division; the 16-bit wires run on 2 (their sum of
+// 3 equal values rounds, so the sum times 3 over 3 is not the mean's bits).
 TEST(BucketResult, TheMeanIsTheSumDividedByTheRanksInEveryCodec) {
-  const torch::Tensor weight = torch::zeros({48, 40}), bias = torch::zeros({48});
-  const std::vector<torch::Tensor> params = {weight, bias};
-  const std::vector<std::string> names = {"w", "b"};
+  const std::vector<torch::Tensor> params = {torch::zeros({48, 40}), torch::zeros({48}),
+                                             torch::zeros({40})};
+  const std::vector<std::string> names = {"w", "b", "c"};
   Bucket bucket;
-  bucket.entries = {{0, 0, 48 * 40}, {1, 48 * 40, 48}};
-  bucket.numel = 48 * 41;
+  bucket.entries = {{0, 0, 48 * 40}, {1, 48 * 40, 48}, {2, 48 * 41, 40}};
+  bucket.numel = 48 * 41 + 40;
   struct Case {
     const char* name;
     DataType wire;
     bool powerSgd;
+    int ranks;
   };
-  for (const Case& c : {Case{"fp32", DataType::kFloat32, false},
-                        Case{"fp16", DataType::kFloat16, false},
-                        Case{"bf16", DataType::kBFloat16, false},
-                        Case{"powersgd", DataType::kFloat32, true},
-                        Case{"powersgd fp16", DataType::kFloat16, true}}) {
+  std::vector<Case> cases;
+  for (int n : {2, 3}) {
+    cases.push_back({"fp32", DataType::kFloat32, false, n});
+    cases.push_back({"powersgd", DataType::kFloat32, true, n});
+  }
+  cases.push_back({"fp16", DataType::kFloat16, false, 2});
+  cases.push_back({"bf16", DataType::kBFloat16, false, 2});
+  cases.push_back({"powersgd fp16", DataType::kFloat16, true, 2});
+  cases.push_back({"powersgd bf16", DataType::kBFloat16, true, 2});
+  for (const Case& c : cases) {
     DdpOptions o;
     o.exchangeType = c.wire;
     if (c.powerSgd) {
@@ -452,21 +464,24 @@ TEST(BucketResult, TheMeanIsTheSumDividedByTheRanksInEveryCodec) {
       o.powerSgd.rank = 2;
       o.powerSgd.startStep = 1;  // step 1 uncompressed, then compressed
     }
-    auto sum = ddp_detail::makeGradientCodec(o, params, names, 2, ddp_detail::BucketResult::kSum);
+    auto sum =
+        ddp_detail::makeGradientCodec(o, params, names, c.ranks, ddp_detail::BucketResult::kSum);
     auto mean =
-        ddp_detail::makeGradientCodec(o, params, names, 2, ddp_detail::BucketResult::kMean);
-    TwoEqualRanksWire sumWire, meanWire;
+        ddp_detail::makeGradientCodec(o, params, names, c.ranks, ddp_detail::BucketResult::kMean);
+    EqualRanksWire sumWire(c.ranks), meanWire(c.ranks);
     for (int step = 1; step <= 3; ++step) {
+      const std::string what = std::string(c.name) + " on " + std::to_string(c.ranks) +
+                               " ranks, step " + std::to_string(step);
       torch::manual_seed(step);
       const torch::Tensor g = torch::randn({bucket.numel});
       torch::Tensor summed = g.clone(), averaged = g.clone();
       sum->exchange(0, bucket, summed.data_ptr<float>(), sumWire);
       mean->exchange(0, bucket, averaged.data_ptr<float>(), meanWire);
-      EXPECT_TRUE(torch::equal(averaged, summed / 2)) << c.name << ", step " << step;
-      EXPECT_FALSE(torch::equal(averaged, summed)) << c.name << ", step " << step;
+      EXPECT_TRUE(torch::equal(averaged, summed / c.ranks)) << what;
+      EXPECT_FALSE(torch::equal(averaged, summed)) << what;
       if (c.powerSgd && step > 1) {  // compressed: not the gradient itself
         EXPECT_FALSE(torch::allclose(averaged.narrow(0, 0, 48 * 40), g.narrow(0, 0, 48 * 40)))
-            << c.name;
+            << what;
       }
     }
     EXPECT_EQ(meanWire.calls, sumWire.calls) << c.name;
