@@ -8,8 +8,8 @@
 // place. It calls the collective as often as it needs — once for a cast to
 // 16 bits, twice for PowerSGD's P and Q — and leaves the summed (or, as
 // made, the averaged: BucketResult) gradient in the range of the bucket
-// that WireSum::kept() names (all of it for an
-// allreduce; this rank's chunk for a reduce-scatter). Every rank must end
+// that WireSum::kept() names (all of it for an allreduce; this rank's
+// chunk for a reduce-scatter). Every rank must end
 // with bit-identical values there: the weights stay identical without a
 // broadcast. A new way to exchange a bucket is one new codec file plus its
 // case in makeGradientCodec().

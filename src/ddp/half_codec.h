@@ -7,11 +7,12 @@
 // 16-bit values are multiplied back by n while they are unpacked into the
 // fp32 bucket (or, where the codec leaves the mean, not multiplied back:
 // the pre-divided sum is the mean). The collective adds 16-bit values, and
-// how often it rounds depends on the algorithm: the pairwise ones (ring, recursive doubling,
-// halving-doubling) round to 16 bits at every addition; the shared-memory
-// reduction of many ranks' slices (sum_into.cpp) accumulates in fp32 and
-// rounds once. Either way every rank ends with the same bits: each chunk's
-// sum is computed once and copied, or in the same order on every rank.
+// how often it rounds depends on the algorithm: the pairwise ones (ring,
+// recursive doubling, halving-doubling) round to 16 bits at every
+// addition; the shared-memory reduction of many ranks' slices
+// (sum_into.cpp) accumulates in fp32 and rounds once. Either way every
+// rank ends with the same bits: each chunk's sum is computed once and
+// copied, or in the same order on every rank.
 //
 // Threading: as GradientCodec. Internal to src/ddp.
 #pragma once

@@ -40,9 +40,9 @@
 // the memory is always at the scale of the gradients it is added to.
 // The factors are always of the summed gradient (also where the codec
 // leaves the mean, BucketResult::kMean, which divides only what it writes
-// to the bucket): P Q^T = P P^T (sum_j M_j), the sum
-// projected on P's span; rank i keeps E_i = M_i - (P Q^T) / N, so the
-// ranks' errors add up to the sum's compression error. Every rank computes
+// to the bucket): P Q^T = P P^T (sum_j M_j), the sum projected on P's
+// span; rank i keeps E_i = M_i - (P Q^T) / N, so the ranks' errors add up
+// to the sum's compression error. Every rank computes
 // the same P, Q and P Q^T from the same summed bits: the gradients stay
 // identical without a broadcast.
 //
