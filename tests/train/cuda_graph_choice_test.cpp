@@ -13,6 +13,7 @@
 #include "bigbatch/common/config.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/train/config_schema.h"
+#include "config_refusal.h"
 
 namespace bigbatch {
 namespace {
@@ -31,14 +32,7 @@ Config graphRun(const std::string& sets = "") {
   return c;
 }
 
-std::string refusal(const Config& c) {
-  try {
-    validateTrainingConfig(c);
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_config::refusal;
 
 void expectGraphRefusal(const std::string& set, const char* reason) {
   const std::string what = refusal(graphRun(set));

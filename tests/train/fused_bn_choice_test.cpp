@@ -9,18 +9,12 @@
 #include "bigbatch/common/error.h"
 #include "bigbatch/models/fused_batch_norm.h"
 #include "bigbatch/train/config_schema.h"
+#include "config_refusal.h"
 
 namespace bigbatch {
 namespace {
 
-std::string refusal(const Config& c) {
-  try {
-    validateTrainingConfig(c);
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_config::refusal;
 
 TEST(FusedBnChoice, AutoAndOffAreNeverRefused) {
   EXPECT_EQ(defaultTrainingConfig().getString("model.fused_bn"), "auto");

@@ -9,6 +9,7 @@
 #include "bigbatch/common/error.h"
 #include "bigbatch/data/gpu_jpeg_decoder.h"
 #include "bigbatch/train/config_schema.h"
+#include "config_refusal.h"
 
 namespace bigbatch {
 namespace {
@@ -22,14 +23,7 @@ Config folderRun(const std::string& decode, const std::string& device) {
   return c;
 }
 
-std::string refusal(const Config& c) {
-  try {
-    validateTrainingConfig(c);
-  } catch (const InvalidArgument& e) {
-    return e.what();
-  }
-  return "";
-}
+using test_config::refusal;
 
 void expectMentions(const std::string& what, std::initializer_list<const char*> needles) {
   ASSERT_FALSE(what.empty()) << "expected a refusal";
