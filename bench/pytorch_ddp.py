@@ -7,7 +7,8 @@ threads as `bench/ddp_bench.sh` runs bigbatch with, for a side-by-side img/s.
 Models mirror bigbatch's (src/models): `cnn` = the default 5-conv BN CNN
 [16, 32, 64] x [2, 2, 1]; `resnet` = the small-image ResNet [32, 64, 128] x
 [2, 2, 2] (696 k parameters). Channels-last, SGD + Nesterov 0.9, weight decay
-5e-4, label smoothing 0.1, 1 thread per rank, random 1x28x28 inputs made once
+5e-4, label smoothing 0.1, 1 thread per rank (PyTorch's and OpenBLAS's
+pools: bench/blas_threads.py), random 1x28x28 inputs made once
 (no input pipeline on either side of the comparison beyond bigbatch's own
 batch assembly). Prints one JSON line: img/s over the timed steps (after
 `--warmup` steps), the slowest rank's time.
@@ -47,6 +48,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 import torch.nn as nn
 import torch.nn.functional as F
+
+from blas_threads import pin_blas_threads
 
 
 class Cnn(nn.Module):
@@ -140,6 +143,7 @@ def register_hook(ddp, args):
 
 def worker(rank, args, port, master="127.0.0.1"):
     torch.set_num_threads(args.threads)
+    pin_blas_threads(args.threads)
     os.environ["MASTER_ADDR"] = master
     os.environ["MASTER_PORT"] = str(port)
     if args.backend == "bigbatch":

@@ -52,6 +52,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from blas_threads import pin_blas_threads  # noqa: E402
 from pytorch_ddp import Cnn, register_hook  # noqa: E402  the twin of bigbatch's default CNN
 
 ROOT = "/usr/share/datasets/fashion-mnist"
@@ -93,6 +94,7 @@ def evaluate(model, x, y, rank, ranks):
 
 def worker(rank, args, port, master="127.0.0.1"):
     torch.set_num_threads(1)
+    pin_blas_threads(1)
     os.environ["MASTER_ADDR"], os.environ["MASTER_PORT"] = master, str(port)
     if (not args.mpi and hasattr(os, "sched_setaffinity")
             and len(os.sched_getaffinity(0)) >= args.ranks):

@@ -7,7 +7,8 @@
 # rank 4 from step 2) on the emulated links, its best one named.
 #
 # Rows (img/s of the timed steps after as many warm-up steps; the slowest
-# rank's time; batch 64 per rank, 1 thread per rank, synthetic 1x28x28):
+# rank's time; batch 64 per rank, synthetic 1x28x28; 1 thread per rank,
+# PyTorch's and OpenBLAS's pools both: bench/blas_threads.py):
 #   1x2   one host, 2 ranks, the default recipe's 35.7 k-parameter CNN:
 #         gloo none | bigbatch none
 #   2x1   2 emulated hosts x 1 rank at RATE (default 1gbit), the CNN with
