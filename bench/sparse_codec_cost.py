@@ -31,6 +31,8 @@ import time
 import numpy as np
 import torch
 
+from blas_threads import pin_blas_threads
+
 SHAPES = [(350000, 64), (10, 350000)]  # the two big matrices of model.hidden = 350000
 D = sum(r * c for r, c in SHAPES) + 350000 + 64 * 9 + 64 + 10  # + biases and the conv
 
@@ -51,6 +53,7 @@ def main():
     p.add_argument("--repeats", type=int, default=5)
     args = p.parse_args()
     torch.set_num_threads(1)
+    pin_blas_threads(1)  # OpenBLAS's own pool too: one thread, as the ranks run
     torch.manual_seed(0)
     g = torch.randn(D)
     e = torch.randn(D) * 0.1
