@@ -84,6 +84,16 @@ void FusedReconstruct(benchmark::State& state) {
                           o.q.size(1), 0.5f);
 }
 
+// The same, forming the mean over 2 ranks as the torch backend's hooks do.
+void FusedReconstructMean(benchmark::State& state) {
+  setUp(state);
+  Operands o(state.range(0), state.range(1), state.range(2));
+  for (auto _ : state)
+    low_rank::reconstruct(o.m.data_ptr<float>(), o.e.data_ptr<float>(), o.e.size(0),
+                          o.e.size(1), o.p.data_ptr<float>(), o.qt.data_ptr<float>(),
+                          o.q.size(1), 0.5f, 2.0f);
+}
+
 void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"rows", "cols", "rank"});
   b->Args({350000, 64, 2})->Args({350000, 64, 4})->Args({10, 350000, 2});
@@ -96,6 +106,7 @@ BENCHMARK(AtenProjectBack)->Apply(Shapes);
 BENCHMARK(FusedProjectBack)->Apply(Shapes);
 BENCHMARK(AtenReconstruct)->Apply(Shapes);
 BENCHMARK(FusedReconstruct)->Apply(Shapes);
+BENCHMARK(FusedReconstructMean)->Apply(Shapes);
 
 }  // namespace
 

@@ -18,6 +18,7 @@
 #         bb_powersgd_r2_fp16 (rank 2, fp16 factors)
 #   2x2   2 emulated hosts x 2 ranks at RATE, the same model:
 #         gloo none, fp16, powersgd | bigbatch none, bb_fp16
+# LAYOUTS: the layouts to run (default "1x2 2x1 2x2"), e.g. LAYOUTS=2x1.
 # ROUNDS rounds (default 3), every row once a round, interleaved; the table
 # gives each row's median (and its lowest and highest round). gloo's
 # powerSGD_hook aborts on this model (gloo's pair.cc): it is tried in the
@@ -38,6 +39,10 @@ rate=${1:-1gbit}
 out=${2:-runs/torch_backend_bench}
 limit=${LIMIT_S:-300}
 rounds=${ROUNDS:-3}
+layouts=" ${LAYOUTS:-1x2 2x1 2x2} "
+for l in $layouts; do
+  case $l in 1x2 | 2x1 | 2x2) ;; *) echo "LAYOUTS: '$l' is not one of 1x2, 2x1, 2x2" >&2; exit 2 ;; esac
+done
 scripts/build --target bigbatch_torch >/dev/null
 mkdir -p "$out"
 rm -f "$out/rows.jsonl"
@@ -58,6 +63,7 @@ echo "OpenBLAS kernels: ${OPENBLAS_CORETYPE:-as OpenBLAS detects them (${core:-u
 row() {
   local name=$1 layout=$2 backend=$3 hook=$4 steps=$5 hidden=$6
   shift 6
+  [[ $layouts == *" $layout "* ]] || return 0
   local -a launch
   if [ "$layout" = 1x2 ]; then
     launch=(mpirun --allow-run-as-root -np 2 --bind-to core)
@@ -110,6 +116,8 @@ print(f"| layout | backend | hook | img/s, median (lowest-highest) | rounds fail
 print("|---|---|---|---:|---:|---:|---:|")
 for layout in ("1x2", "2x1", "2x2"):
     mine = [n for n in names if runs[n][0]["layout"] == layout]
+    if not mine:
+        continue
     gloo = [n for n in mine if runs[n][0]["backend"] == "gloo" and median(n)]
     none = median(f"{layout}_gloo_none")
     best = max(gloo, key=median) if gloo else None

@@ -6,10 +6,9 @@
 // with the products well below the memory's speed. Fused — E += G with
 // P = E Q; Q = E^T P; M = P Q^T with E -= M / N — each reads or writes E
 // once. On the 26 M-parameter model of bench/compression_bench.sh
-// (hidden.weight 350000 x 64, rank 2, 1 thread; 2026-12-03,
-// build/bench/low_rank_kernels_bench, side by side in one run) the three
-// steps took 9.1, 5.0 and 6.7 ms against ATen's 13.6, 9.2 and 15.5 ms:
-// 20.8 ms of the codec's step against 38.3.
+// (hidden.weight 350000 x 64, rank 2, 1 thread) the three steps take about
+// 0.6 of ATen's time (docs/BENCHMARKS.md, "With the codec's passes fused";
+// build/bench/low_rank_kernels_bench measures both side by side).
 //
 // Matrices are row-major floats. The products sum in float lanes folded
 // into double. reconstruct() — whose result must be the same bits on every
