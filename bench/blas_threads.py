@@ -14,22 +14,43 @@ bigbatch's own ranks get `OPENBLAS_NUM_THREADS=1` from its launcher
 the same, so each peer script calls `pin_blas_threads` next to
 `torch.set_num_threads`. OpenBLAS reads its environment variable only when
 it loads, so this sets the pool through OpenBLAS's own call,
-`openblas_set_num_threads`, on the library this process has loaded.
+`openblas_set_num_threads`, on every OpenBLAS this process has loaded
+(a numpy wheel may bring a second one, with 64-bit-index names).
 """
 import ctypes
 
+# (setter, getter): the LP64 names and the ILP64 ones of a `64_` build.
+_NAMES = [("openblas_set_num_threads", "openblas_get_num_threads"),
+          ("openblas_set_num_threads64_", "openblas_get_num_threads64_")]
+
+
+def _loaded_openblas():
+    """The paths of the OpenBLAS libraries mapped into this process."""
+    paths = set()
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            fields = line.rstrip("\n").split(None, 5)  # the path may hold spaces
+            if len(fields) == 6 and "libopenblas" in fields[5]:
+                paths.add(fields[5].removesuffix(" (deleted)"))
+    return sorted(paths)
+
 
 def pin_blas_threads(threads):
-    """Sets the pool of the OpenBLAS this process has loaded to `threads`.
+    """Sets the pool of every OpenBLAS this process has loaded to `threads`.
 
-    Returns the pool's size before, or None where no OpenBLAS is loaded
-    (a PyTorch built on MKL: `torch.set_num_threads` already covers it).
+    Returns {path: pool size before} for each library set; empty where no
+    OpenBLAS is loaded (a PyTorch built on MKL: `torch.set_num_threads`
+    already covers it).
     """
-    with open("/proc/self/maps") as maps:
-        paths = sorted({line.split()[-1] for line in maps if "libopenblas" in line})
-    if not paths:
-        return None
-    blas = ctypes.CDLL(paths[0])
-    before = blas.openblas_get_num_threads()
-    blas.openblas_set_num_threads(int(threads))
+    before = {}
+    for path in _loaded_openblas():
+        try:
+            blas = ctypes.CDLL(path)
+        except OSError:
+            continue
+        for setter, getter in _NAMES:
+            if hasattr(blas, setter) and hasattr(blas, getter):
+                before[path] = getattr(blas, getter)()
+                getattr(blas, setter)(int(threads))
+                break
     return before

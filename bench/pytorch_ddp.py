@@ -143,7 +143,7 @@ def register_hook(ddp, args):
 
 def worker(rank, args, port, master="127.0.0.1"):
     torch.set_num_threads(args.threads)
-    pin_blas_threads(args.threads)
+    blas_pools = pin_blas_threads(args.threads)
     os.environ["MASTER_ADDR"] = master
     os.environ["MASTER_PORT"] = str(port)
     if args.backend == "bigbatch":
@@ -178,7 +178,7 @@ def worker(rank, args, port, master="127.0.0.1"):
         print(json.dumps({"system": f"pytorch_ddp_{args.backend}", "model": args.model, "ranks": args.ranks,
                           "batch_per_rank": args.batch, "threads": args.threads,
                           "hidden": args.hidden, "bucket_mb": args.bucket_mb,
-                          "hook": args.hook,
+                          "hook": args.hook, "openblas_pools_set": len(blas_pools),
                           "steps": args.steps, "seconds": seconds.item(),
                           "img_s": imgs / seconds.item(),
                           "parameters": sum(p.numel() for p in model.parameters())}), flush=True)

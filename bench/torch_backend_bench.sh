@@ -39,10 +39,12 @@ rate=${1:-1gbit}
 out=${2:-runs/torch_backend_bench}
 limit=${LIMIT_S:-300}
 rounds=${ROUNDS:-3}
-layouts=" ${LAYOUTS:-1x2 2x1 2x2} "
-for l in $layouts; do
+read -ra wanted <<<"${LAYOUTS:-1x2 2x1 2x2}"
+[ "${#wanted[@]}" -gt 0 ] || { echo "LAYOUTS is empty: name one or more of 1x2, 2x1, 2x2" >&2; exit 2; }
+for l in "${wanted[@]}"; do
   case $l in 1x2 | 2x1 | 2x2) ;; *) echo "LAYOUTS: '$l' is not one of 1x2, 2x1, 2x2" >&2; exit 2 ;; esac
 done
+layouts=" ${wanted[*]} "
 scripts/build --target bigbatch_torch >/dev/null
 mkdir -p "$out"
 rm -f "$out/rows.jsonl"

@@ -55,11 +55,12 @@ void projectBack(const float* __restrict x, int64_t rows, int64_t cols,
                  const float* __restrict p, int rank, float* __restrict q,
                  std::vector<double>& work) {
   constexpr int64_t kRowsPerSum = 64;
-  // The sums of a block are `width` apart, not kBlock: a narrow matrix (the
-  // 350000 x 64 of the benchmarks) then clears and folds only the columns
-  // it has, not all kBlock every kRowsPerSum rows. The sums and their order
-  // are unchanged; at rank 2 the pass took 6.1-7.9 ms against 9.0-10.4
-  // (low_rank_kernels_bench, 1 thread, 2026-12-05, side by side).
+  // The sums of a block are `stride` = min(kBlock, cols) apart, not kBlock:
+  // a narrow matrix (the 350000 x 64 of the benchmarks) then clears and
+  // folds only the columns it has, not all kBlock every kRowsPerSum rows.
+  // The sums and their order are unchanged; at rank 2 the pass took
+  // 6.1-7.9 ms against 9.0-10.4 (low_rank_kernels_bench, 1 thread,
+  // 2026-12-05, the two builds in an interleaved pair of runs).
   const int64_t stride = std::min(kBlock, cols);
   work.resize(static_cast<size_t>(rank * stride));
   double* __restrict totals = work.data();

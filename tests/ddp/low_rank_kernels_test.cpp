@@ -104,26 +104,27 @@ TEST(LowRankKernels, ReconstructRoundsAsPlainFloatCode) {
 // The mean: each value of m is the sum divided by the ranks, rounded once,
 // for any number of ranks; e keeps share * the sum, whatever the divisor.
 TEST(LowRankKernels, ReconstructDividesTheSumAsPlainFloatCode) {
-  const Shape s = kShapes[1];
-  const torch::Tensor p = randomMatrix(s.rows, s.rank, 10), q = randomMatrix(s.cols, s.rank, 11);
-  const torch::Tensor qt = transposed(q), e0 = randomMatrix(s.rows, s.cols, 12);
-  torch::Tensor sum = torch::empty({s.rows, s.cols}), e1 = e0.clone();
-  low_rank::reconstruct(sum.data_ptr<float>(), e1.data_ptr<float>(), s.rows, s.cols,
-                        p.data_ptr<float>(), qt.data_ptr<float>(), s.rank, 0.25f);
-  for (const float divisor : {2.0f, 3.0f, 4.0f, 6.0f, 1024.0f}) {
-    torch::Tensor m = torch::empty({s.rows, s.cols}), e = e0.clone();
-    low_rank::reconstruct(m.data_ptr<float>(), e.data_ptr<float>(), s.rows, s.cols,
-                          p.data_ptr<float>(), qt.data_ptr<float>(), s.rank, 0.25f, divisor);
-    const auto M = m.accessor<float, 2>(), S = sum.accessor<float, 2>();
-    int64_t mismatches = 0;
-    for (int64_t i = 0; i < s.rows; ++i) {
-      for (int64_t j = 0; j < s.cols; ++j) {
-        volatile float mean = S[i][j] / divisor;
-        mismatches += M[i][j] != mean;
+  for (const Shape& s : kShapes) {
+    const torch::Tensor p = randomMatrix(s.rows, s.rank, 10), q = randomMatrix(s.cols, s.rank, 11);
+    const torch::Tensor qt = transposed(q), e0 = randomMatrix(s.rows, s.cols, 12);
+    torch::Tensor sum = torch::empty({s.rows, s.cols}), e1 = e0.clone();
+    low_rank::reconstruct(sum.data_ptr<float>(), e1.data_ptr<float>(), s.rows, s.cols,
+                          p.data_ptr<float>(), qt.data_ptr<float>(), s.rank, 0.25f);
+    for (const float divisor : {2.0f, 3.0f, 4.0f, 6.0f, 1024.0f}) {
+      torch::Tensor m = torch::empty({s.rows, s.cols}), e = e0.clone();
+      low_rank::reconstruct(m.data_ptr<float>(), e.data_ptr<float>(), s.rows, s.cols,
+                            p.data_ptr<float>(), qt.data_ptr<float>(), s.rank, 0.25f, divisor);
+      const auto M = m.accessor<float, 2>(), S = sum.accessor<float, 2>();
+      int64_t mismatches = 0;
+      for (int64_t i = 0; i < s.rows; ++i) {
+        for (int64_t j = 0; j < s.cols; ++j) {
+          volatile float mean = S[i][j] / divisor;
+          mismatches += M[i][j] != mean;
+        }
       }
+      EXPECT_EQ(mismatches, 0) << s.rows << "x" << s.cols << " divisor " << divisor;
+      EXPECT_TRUE(torch::equal(e, e1)) << s.rows << "x" << s.cols << " divisor " << divisor;
     }
-    EXPECT_EQ(mismatches, 0) << "divisor " << divisor;
-    EXPECT_TRUE(torch::equal(e, e1)) << "divisor " << divisor;
   }
 }
 
