@@ -44,6 +44,20 @@ void projectBack(const float* x, int64_t rows, int64_t cols, const float* p, int
 void reconstruct(float* m, float* e, int64_t rows, int64_t cols, const float* p, const float* qt,
                  int rank, float share, float divisor = 1.0f);
 
+// Orthonormalises the columns of the rows x rank matrix at `p` (row-major),
+// in place, by modified Gram-Schmidt carried out in double (`work` holds
+// the copy), so a poorly conditioned P loses no orthogonality before it is
+// rounded back to float once. A column with nothing left once the earlier
+// ones are taken out (a zero gradient, or a matrix of lower rank than the
+// factors: under 1e-9 of its own norm) becomes zero rather than amplified
+// rounding noise. Its sums run in fixed lanes folded in a fixed order, with
+// no fused multiply-add: every rank, on any x86-64 CPU, gets the same bits
+// from the same P.
+void orthogonalise(float* p, int64_t rows, int rank, std::vector<double>& work);
+
+// True when none of the n values is infinite or NaN.
+bool allFinite(const float* v, int64_t n);
+
 // dst (cols x rows) = src^T (src rows x cols).
 void transpose(const float* src, int64_t rows, int64_t cols, float* dst);
 

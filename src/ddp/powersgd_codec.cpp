@@ -12,33 +12,6 @@
 namespace bigbatch::ddp_detail {
 namespace {
 
-// Orthonormalises the columns of the rows x rank matrix at `p` (row-major),
-// in place, by modified Gram-Schmidt carried out in double (`work` holds
-// the copy), so a poorly conditioned P loses no orthogonality before it is
-// rounded back to float once. A column with nothing left once the earlier
-// ones are taken out (a zero gradient, or a matrix of lower rank than the
-// factors: under 1e-9 of its own norm) becomes zero rather than amplified
-// rounding noise. Plain loops, so every rank gets the same bits.
-void orthogonalise(float* p, int64_t rows, int rank, std::vector<double>& work) {
-  work.assign(p, p + rows * rank);
-  auto at = [&](int64_t i, int c) -> double& { return work[static_cast<size_t>(i * rank + c)]; };
-  for (int c = 0; c < rank; ++c) {
-    double original = 0;
-    for (int64_t i = 0; i < rows; ++i)
-      original += static_cast<double>(p[i * rank + c]) * p[i * rank + c];
-    double norm = 0;
-    for (int64_t i = 0; i < rows; ++i) norm += at(i, c) * at(i, c);
-    const double scale = norm > 1e-18 * original && norm > 0 ? 1.0 / std::sqrt(norm) : 0.0;
-    for (int64_t i = 0; i < rows; ++i) at(i, c) *= scale;
-    for (int d = c + 1; d < rank; ++d) {
-      double dot = 0;
-      for (int64_t i = 0; i < rows; ++i) dot += at(i, c) * at(i, d);
-      for (int64_t i = 0; i < rows; ++i) at(i, d) -= dot * at(i, c);
-    }
-  }
-  for (int64_t i = 0; i < rows * rank; ++i) p[i] = static_cast<float>(work[static_cast<size_t>(i)]);
-}
-
 torch::Tensor matrixAt(float* data, int64_t offset, int64_t rows, int64_t cols) {
   return torch::from_blob(data + offset, {rows, cols}, torch::kFloat);
 }
@@ -191,7 +164,7 @@ void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, Wi
   }
   segments_.assign(1, {pData, static_cast<size_t>(pElements)});
   sumSegments(wire, BucketResult::kSum);
-  if (!p_.narrow(0, 0, pElements).isfinite().all().item<bool>()) return passNonFinite(bucket, data);
+  if (!low_rank::allFinite(pData, pElements)) return passNonFinite(bucket, data);
 
   // Q = X^T P with P orthonormal, summed.
   pAt = 0;
@@ -199,15 +172,14 @@ void PowerSgdCodec::exchange(size_t index, const Bucket& bucket, float* data, Wi
   for (const BucketEntry& e : bucket.entries) {
     const LowRankShape& s = plan_[e.param];
     if (s.rank == 0) continue;
-    orthogonalise(pData + pAt, s.rows, s.rank, work_);
+    low_rank::orthogonalise(pData + pAt, s.rows, s.rank, work_);
     low_rank::projectBack(inputOf(e), s.rows, s.cols, pData + pAt, s.rank, qData + qAt, work_);
     pAt += s.rows * s.rank;
     qAt += s.cols * s.rank;
   }
   segments_.assign(1, {qData, static_cast<size_t>(qElements)});
   sumSegments(wire, BucketResult::kSum);
-  if (!qSum_.narrow(0, 0, qElements).isfinite().all().item<bool>())
-    return passNonFinite(bucket, data);
+  if (!low_rank::allFinite(qData, qElements)) return passNonFinite(bucket, data);
 
   // M ~ P Q^T (or its mean, M / N) into the bucket and, in the same pass,
   // this rank's share of what it left out kept: E = X - P Q^T / N.

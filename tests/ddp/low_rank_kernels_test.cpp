@@ -1,10 +1,15 @@
 // The low-rank kernels (src/ddp/low_rank_kernels.h) against the ATen
 // products they replace, on shapes whose rows and columns are not
-// multiples of the kernels' blocks and lanes, and reconstruct()'s rounding
-// against the same sum written out in plain float.
+// multiples of the kernels' blocks and lanes; reconstruct()'s and
+// projectBack()'s rounding against the same sums written out in plain
+// float; orthogonalise() against the textbook's Gram-Schmidt.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <utility>
 #include <vector>
 
 #include "low_rank_kernels.h"
@@ -62,6 +67,39 @@ TEST(LowRankKernels, ProjectBackIsXTransposedTimesP) {
     low_rank::projectBack(x.data_ptr<float>(), s.rows, s.cols, p.data_ptr<float>(), s.rank,
                           q.data_ptr<float>(), work);
     expectClose(q, torch::mm(x.t().to(torch::kDouble), p.to(torch::kDouble)));
+  }
+}
+
+// projectBack's sums in a fixed order, whatever tile and registers the
+// CPU's version uses: for each column, float sums over 64 rows at a time,
+// in row order from zero, each added in turn to a double total. Shapes
+// with rows past one group, columns past one block and not a whole
+// number of tiles, and ranks that are not a multiple of two.
+TEST(LowRankKernels, ProjectBackSumsAsPlainCodeInRowGroups) {
+  std::vector<double> work;
+  const Shape shapes[] = {{130, 1100, 5}, {1037, 13, 2}, {200, 64, 4}, {70, 47, 3}, {1, 9, 1}};
+  for (const Shape& s : shapes) {
+    const torch::Tensor x = randomMatrix(s.rows, s.cols, 13), p = randomMatrix(s.rows, s.rank, 14);
+    torch::Tensor q = torch::empty({s.cols, s.rank});
+    low_rank::projectBack(x.data_ptr<float>(), s.rows, s.cols, p.data_ptr<float>(), s.rank,
+                          q.data_ptr<float>(), work);
+    const auto X = x.accessor<float, 2>(), P = p.accessor<float, 2>(), Q = q.accessor<float, 2>();
+    int64_t mismatches = 0;
+    for (int64_t j = 0; j < s.cols; ++j) {
+      for (int k = 0; k < s.rank; ++k) {
+        double total = 0.0;
+        for (int64_t i0 = 0; i0 < s.rows; i0 += 64) {
+          volatile float sum = 0.0f;  // volatile: each step rounded to float
+          for (int64_t i = i0; i < std::min(s.rows, i0 + 64); ++i) {
+            volatile float term = X[i][j] * P[i][k];
+            sum = sum + term;
+          }
+          total += sum;
+        }
+        mismatches += Q[j][k] != static_cast<float>(total);
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << s.rows << "x" << s.cols << " rank " << s.rank;
   }
 }
 
@@ -124,6 +162,69 @@ TEST(LowRankKernels, ReconstructDividesTheSumAsPlainFloatCode) {
       }
       EXPECT_EQ(mismatches, 0) << s.rows << "x" << s.cols << " divisor " << divisor;
       EXPECT_TRUE(torch::equal(e, e1)) << s.rows << "x" << s.cols << " divisor " << divisor;
+    }
+  }
+}
+
+// Modified Gram-Schmidt as written in the textbook, in double: the
+// kernel's sums run in lanes, so the two agree to double rounding, which
+// float results show as a difference of at most a unit in the last place.
+void textbookOrthogonalise(std::vector<double>& a, int64_t rows, int rank) {
+  auto at = [&](int64_t i, int c) -> double& { return a[static_cast<size_t>(i * rank + c)]; };
+  for (int c = 0; c < rank; ++c) {
+    double norm = 0;
+    for (int64_t i = 0; i < rows; ++i) norm += at(i, c) * at(i, c);
+    for (int64_t i = 0; i < rows; ++i) at(i, c) /= std::sqrt(norm);
+    for (int d = c + 1; d < rank; ++d) {
+      double dot = 0;
+      for (int64_t i = 0; i < rows; ++i) dot += at(i, c) * at(i, d);
+      for (int64_t i = 0; i < rows; ++i) at(i, d) -= dot * at(i, c);
+    }
+  }
+}
+
+TEST(LowRankKernels, OrthogonaliseIsModifiedGramSchmidt) {
+  std::vector<double> work;
+  for (const auto& [rows, rank] : {std::pair<int64_t, int>{1037, 4}, {9, 3}, {350, 1}, {70, 5}}) {
+    torch::Tensor p = randomMatrix(rows, rank, 15);
+    std::vector<double> want(p.data_ptr<float>(), p.data_ptr<float>() + rows * rank);
+    textbookOrthogonalise(want, rows, rank);
+    low_rank::orthogonalise(p.data_ptr<float>(), rows, rank, work);
+    const torch::Tensor expected = torch::tensor(want, torch::kDouble).view({rows, rank});
+    EXPECT_LE((p.to(torch::kDouble) - expected).abs().max().item<double>(), 1e-6)
+        << rows << "x" << rank;
+    const torch::Tensor gram = torch::mm(p.t(), p).to(torch::kDouble);
+    EXPECT_LE((gram - torch::eye(rank, torch::kDouble)).abs().max().item<double>(), 1e-5);
+  }
+}
+
+// A column the earlier ones already span (here twice the first, and a
+// zero one) becomes zero, not rounding noise scaled up to unit length.
+TEST(LowRankKernels, OrthogonaliseZeroesADependentColumn) {
+  std::vector<double> work;
+  const int64_t rows = 100;
+  torch::Tensor p = randomMatrix(rows, 3, 16);
+  p.select(1, 1).copy_(p.select(1, 0) * 2);
+  p.select(1, 2).zero_();
+  low_rank::orthogonalise(p.data_ptr<float>(), rows, 3, work);
+  EXPECT_NEAR(p.select(1, 0).norm().item<double>(), 1.0, 1e-6);
+  EXPECT_TRUE(torch::equal(p.select(1, 1), torch::zeros({rows})));
+  EXPECT_TRUE(torch::equal(p.select(1, 2), torch::zeros({rows})));
+}
+
+TEST(LowRankKernels, AllFiniteFindsAnyInfinityOrNan) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  std::vector<float> v(37, 1.0f);
+  v[3] = std::numeric_limits<float>::max();  // finite, however large
+  v[4] = -0.0f;
+  EXPECT_TRUE(low_rank::allFinite(v.data(), 37));
+  EXPECT_TRUE(low_rank::allFinite(v.data(), 0));
+  for (const size_t at : {size_t{0}, size_t{17}, size_t{36}}) {  // in a lane block, and after
+    for (const float bad : {inf, -inf, nan}) {
+      std::vector<float> w = v;
+      w[at] = bad;
+      EXPECT_FALSE(low_rank::allFinite(w.data(), 37)) << at << " " << bad;
     }
   }
 }
