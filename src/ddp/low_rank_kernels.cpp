@@ -135,9 +135,11 @@ __attribute__((always_inline)) inline void projectBackTiled(const float* __restr
 }
 
 // One build per target, chosen once at run time (not target_clones: the
-// tile's width differs by target). On the 350000 x 64 matrix at rank 2 (one
-// thread, a 2-core Xeon guest, 2026-12-05, a harness of the three): 4.7 ms
-// with AVX-512, 6.6 with AVX2, against 10.5 untiled; the same bits.
+// tile's width differs by target). On the 350000 x 64 matrix (one thread,
+// a 2-core Xeon guest with AVX-512, 2026-12-05, the untiled loop and this
+// one alternating in one process): 4.6-5.0 ms against 6.6-7.9 at rank 2,
+// 7.1-8.7 against 11.6-15.9 at rank 4, the same bits; the AVX2 build took
+// 6.6 ms at rank 2 in a harness of the three.
 __attribute__((target("avx512f"))) void projectBackAvx512(const float* x, int64_t rows,
                                                           int64_t cols, const float* p, int rank,
                                                           float* q, std::vector<double>& work) {
