@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 namespace bigbatch::ddp_detail::low_rank {
 namespace {
@@ -63,8 +64,8 @@ typedef float Lanes16 __attribute__((vector_size(64)));
 // rows in order from zero — the order of a plain loop over the rows, so
 // the bits depend on neither the tile nor the target. The sums leave their
 // registers through memcpy: indexing a vector's lanes would keep the whole
-// array in memory, a load and a store per product (the untiled loop's
-// cost, 10.5 ms on 350000 x 64 at rank 2).
+// array in memory, a load and a store per product (the cost of the
+// untiled loop, whose sums lived in an array).
 template <class V, int Tile, int K>
 __attribute__((always_inline)) inline void projectTile(const float* __restrict x, int64_t cols,
                                                        int64_t i0, int64_t i1, int64_t j,
@@ -94,8 +95,9 @@ __attribute__((always_inline)) inline void projectTile(const float* __restrict x
 // By blocks of kBlock columns, each block's rows kRowsPerSum at a time:
 // every (k, column) float sum runs over those rows in order and then goes
 // into its double total. Within a group of rows the columns go Tile at a
-// time and the ranks two at a time, the sums in registers; a group's
-// strips stay in the first-level cache from one tile to the next.
+// time and the ranks two at a time, the sums in registers; a tile's strip
+// of the group (a cache line or two of each row) stays in the first-level
+// cache from one pair of ranks to the next.
 template <class V, int Tile>
 __attribute__((always_inline)) inline void projectBackTiled(const float* __restrict x,
                                                             int64_t rows, int64_t cols,
@@ -139,7 +141,7 @@ __attribute__((always_inline)) inline void projectBackTiled(const float* __restr
 // a 2-core Xeon guest with AVX-512, 2026-12-05, the untiled loop and this
 // one alternating in one process): 4.6-5.0 ms against 6.6-7.9 at rank 2,
 // 7.1-8.7 against 11.6-15.9 at rank 4, the same bits; the AVX2 build took
-// 6.6 ms at rank 2 in a harness of the three.
+// 6.6 ms at rank 2 in a harness of the three builds.
 __attribute__((target("avx512f"))) void projectBackAvx512(const float* x, int64_t rows,
                                                           int64_t cols, const float* p, int rank,
                                                           float* q, std::vector<double>& work) {
@@ -159,12 +161,16 @@ void projectBackBaseline(const float* x, int64_t rows, int64_t cols, const float
 
 void projectBack(const float* x, int64_t rows, int64_t cols, const float* p, int rank, float* q,
                  std::vector<double>& work) {
-  using Impl = void (*)(const float*, int64_t, int64_t, const float*, int, float*,
-                        std::vector<double>&);
-  static const Impl impl = __builtin_cpu_supports("avx512f") ? projectBackAvx512
-                           : __builtin_cpu_supports("avx2")  ? projectBackAvx2
-                                                             : projectBackBaseline;
-  impl(x, rows, cols, p, rank, q, work);
+  static const ProjectBackBuild build = projectBackBuilds().front().second;
+  build(x, rows, cols, p, rank, q, work);
+}
+
+std::vector<std::pair<const char*, ProjectBackBuild>> projectBackBuilds() {
+  std::vector<std::pair<const char*, ProjectBackBuild>> builds;  // the fastest first
+  if (__builtin_cpu_supports("avx512f")) builds.emplace_back("avx512", projectBackAvx512);
+  if (__builtin_cpu_supports("avx2")) builds.emplace_back("avx2", projectBackAvx2);
+  builds.emplace_back("baseline", projectBackBaseline);
+  return builds;
 }
 
 BIGBATCH_MULTIVERSION
@@ -218,8 +224,8 @@ double dotInLanes(const double* __restrict a, const double* __restrict b, int64_
 // pass per norm, dot and update. At rank 4 on 350000 rows: 6.6 ms against
 // 11.4 for the row-major loops it replaces (one sum each, a chain of
 // dependent additions), 2.9 against 2.8 at rank 2 (a harness of the two,
-// one thread, 2026-12-05).
-BIGBATCH_MULTIVERSION
+// one thread, 2026-12-05). One build, not target_clones: its bits are the
+// same on every rank because every rank runs the same instructions.
 void orthogonalise(float* __restrict p, int64_t rows, int rank, std::vector<double>& work) {
   work.resize(static_cast<size_t>(rows * rank));
   double* __restrict w = work.data();  // w[c * rows + i]

@@ -1,6 +1,5 @@
 #include "powersgd_codec.h"
 
-#include <cmath>
 #include <cstring>
 #include <limits>
 

@@ -17,8 +17,8 @@
 //   * Q's columns scaled to unit length (the same on every rank; it changes
 //     nothing P's orthogonalisation keeps, and bounds P by the gradient);
 //   * P = X Q, one collective for every P of the bucket, each P
-//     orthogonalised (modified Gram-Schmidt in double, in plain loops: the
-//     same bits on every rank);
+//     orthogonalised (modified Gram-Schmidt in double, low_rank_kernels.h:
+//     the same bits on every rank);
 //   * Q = X^T P, one collective for every Q; M ~ P Q^T, E = X - P Q^T / N.
 //
 // The wire type (ddp.exchange_dtype) is that of every collective here:

@@ -70,19 +70,24 @@ TEST(LowRankKernels, ProjectBackIsXTransposedTimesP) {
   }
 }
 
-// projectBack's sums in a fixed order, whatever tile and registers the
-// CPU's version uses: for each column, float sums over 64 rows at a time,
-// in row order from zero, each added in turn to a double total. Shapes
-// with rows past one group, columns past one block and not a whole
-// number of tiles, and ranks that are not a multiple of two.
+// projectBack's sums in a fixed order, whatever tile and registers a
+// build uses: for each column, float sums over 64 rows at a time, in row
+// order from zero, each added in turn to a double total. Every build this
+// CPU can run (AVX-512, AVX2, baseline), on shapes with rows past one
+// group, columns past one block and not a whole number of tiles, and
+// ranks that are not a multiple of two.
 TEST(LowRankKernels, ProjectBackSumsAsPlainCodeInRowGroups) {
   std::vector<double> work;
   const Shape shapes[] = {{130, 1100, 5}, {1037, 13, 2}, {200, 64, 4}, {70, 47, 3}, {1, 9, 1}};
+  const auto builds = low_rank::projectBackBuilds();
+  ASSERT_FALSE(builds.empty());
+  EXPECT_STREQ(builds.back().first, "baseline");
+  for (const auto& [build, projectBack] : builds) {
   for (const Shape& s : shapes) {
     const torch::Tensor x = randomMatrix(s.rows, s.cols, 13), p = randomMatrix(s.rows, s.rank, 14);
     torch::Tensor q = torch::empty({s.cols, s.rank});
-    low_rank::projectBack(x.data_ptr<float>(), s.rows, s.cols, p.data_ptr<float>(), s.rank,
-                          q.data_ptr<float>(), work);
+    projectBack(x.data_ptr<float>(), s.rows, s.cols, p.data_ptr<float>(), s.rank,
+                q.data_ptr<float>(), work);
     const auto X = x.accessor<float, 2>(), P = p.accessor<float, 2>(), Q = q.accessor<float, 2>();
     int64_t mismatches = 0;
     for (int64_t j = 0; j < s.cols; ++j) {
@@ -99,7 +104,8 @@ TEST(LowRankKernels, ProjectBackSumsAsPlainCodeInRowGroups) {
         mismatches += Q[j][k] != static_cast<float>(total);
       }
     }
-    EXPECT_EQ(mismatches, 0) << s.rows << "x" << s.cols << " rank " << s.rank;
+    EXPECT_EQ(mismatches, 0) << build << ": " << s.rows << "x" << s.cols << " rank " << s.rank;
+  }
   }
 }
 
@@ -167,8 +173,9 @@ TEST(LowRankKernels, ReconstructDividesTheSumAsPlainFloatCode) {
 }
 
 // Modified Gram-Schmidt as written in the textbook, in double: the
-// kernel's sums run in lanes, so the two agree to double rounding, which
-// float results show as a difference of at most a unit in the last place.
+// kernel's sums run in lanes, in another order, so the two float results
+// differ by double roundings amplified at most by the rounding to float:
+// far under 1e-6 on unit columns.
 void textbookOrthogonalise(std::vector<double>& a, int64_t rows, int rank) {
   auto at = [&](int64_t i, int c) -> double& { return a[static_cast<size_t>(i * rank + c)]; };
   for (int c = 0; c < rank; ++c) {
@@ -196,6 +203,20 @@ TEST(LowRankKernels, OrthogonaliseIsModifiedGramSchmidt) {
     const torch::Tensor gram = torch::mm(p.t(), p).to(torch::kDouble);
     EXPECT_LE((gram - torch::eye(rank, torch::kDouble)).abs().max().item<double>(), 1e-5);
   }
+}
+
+// Nearly parallel columns (P's condition number about 1e4): carried out in
+// double, the orthogonalisation loses nothing before its one rounding to
+// float, so the columns come out orthonormal to float precision. (In
+// float, the loss would be about 1e-7 x 1e4 = 1e-3.)
+TEST(LowRankKernels, OrthogonaliseKeepsNearlyParallelColumnsOrthonormal) {
+  std::vector<double> work;
+  const int64_t rows = 5000;
+  const torch::Tensor base = randomMatrix(rows, 1, 21), noise = randomMatrix(rows, 3, 22);
+  torch::Tensor p = (base.expand({rows, 3}) + 1e-4 * noise).contiguous();
+  low_rank::orthogonalise(p.data_ptr<float>(), rows, 3, work);
+  const torch::Tensor gram = torch::mm(p.t().to(torch::kDouble), p.to(torch::kDouble));
+  EXPECT_LE((gram - torch::eye(3, torch::kDouble)).abs().max().item<double>(), 1e-5);
 }
 
 // A column the earlier ones already span (here twice the first, and a
