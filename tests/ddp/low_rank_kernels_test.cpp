@@ -83,29 +83,32 @@ TEST(LowRankKernels, ProjectBackSumsAsPlainCodeInRowGroups) {
   ASSERT_FALSE(builds.empty());
   EXPECT_STREQ(builds.back().first, "baseline");
   for (const auto& [build, projectBack] : builds) {
-  for (const Shape& s : shapes) {
-    const torch::Tensor x = randomMatrix(s.rows, s.cols, 13), p = randomMatrix(s.rows, s.rank, 14);
-    torch::Tensor q = torch::empty({s.cols, s.rank});
-    projectBack(x.data_ptr<float>(), s.rows, s.cols, p.data_ptr<float>(), s.rank,
-                q.data_ptr<float>(), work);
-    const auto X = x.accessor<float, 2>(), P = p.accessor<float, 2>(), Q = q.accessor<float, 2>();
-    int64_t mismatches = 0;
-    for (int64_t j = 0; j < s.cols; ++j) {
-      for (int k = 0; k < s.rank; ++k) {
-        double total = 0.0;
-        for (int64_t i0 = 0; i0 < s.rows; i0 += 64) {
-          volatile float sum = 0.0f;  // volatile: each step rounded to float
-          for (int64_t i = i0; i < std::min(s.rows, i0 + 64); ++i) {
-            volatile float term = X[i][j] * P[i][k];
-            sum = sum + term;
+    for (const Shape& s : shapes) {
+      const torch::Tensor x = randomMatrix(s.rows, s.cols, 13);
+      const torch::Tensor p = randomMatrix(s.rows, s.rank, 14);
+      torch::Tensor q = torch::empty({s.cols, s.rank});
+      projectBack(x.data_ptr<float>(), s.rows, s.cols, p.data_ptr<float>(), s.rank,
+                  q.data_ptr<float>(), work);
+      const auto X = x.accessor<float, 2>(), P = p.accessor<float, 2>();
+      const auto Q = q.accessor<float, 2>();
+      int64_t mismatches = 0;
+      for (int64_t j = 0; j < s.cols; ++j) {
+        for (int k = 0; k < s.rank; ++k) {
+          double total = 0.0;
+          for (int64_t i0 = 0; i0 < s.rows; i0 += 64) {
+            volatile float sum = 0.0f;  // volatile: each step rounded to float
+            for (int64_t i = i0; i < std::min(s.rows, i0 + 64); ++i) {
+              volatile float term = X[i][j] * P[i][k];
+              sum = sum + term;
+            }
+            total += sum;
           }
-          total += sum;
+          mismatches += Q[j][k] != static_cast<float>(total);
         }
-        mismatches += Q[j][k] != static_cast<float>(total);
       }
+      EXPECT_EQ(mismatches, 0)
+          << build << ": " << s.rows << "x" << s.cols << " rank " << s.rank;
     }
-    EXPECT_EQ(mismatches, 0) << build << ": " << s.rows << "x" << s.cols << " rank " << s.rank;
-  }
   }
 }
 
