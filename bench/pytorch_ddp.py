@@ -152,7 +152,8 @@ def worker(rank, args, port, master="127.0.0.1"):
     torch.manual_seed(1)
     model = (Cnn(hidden=args.hidden) if args.model == "cnn" else ResNet())
     model = model.to(memory_format=torch.channels_last)
-    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb)
+    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb,
+                                              gradient_as_bucket_view=args.bucket_view)
     register_hook(ddp, args)
     decay = [p for p in model.parameters() if p.dim() > 1]
     no_decay = [p for p in model.parameters() if p.dim() <= 1]
@@ -178,6 +179,7 @@ def worker(rank, args, port, master="127.0.0.1"):
         print(json.dumps({"system": f"pytorch_ddp_{args.backend}", "model": args.model, "ranks": args.ranks,
                           "batch_per_rank": args.batch, "threads": args.threads,
                           "hidden": args.hidden, "bucket_mb": args.bucket_mb,
+                          "bucket_view": args.bucket_view,
                           "hook": args.hook, "openblas_pools_set": len(blas_pools),
                           "steps": args.steps, "seconds": seconds.item(),
                           "img_s": imgs / seconds.item(),
@@ -195,6 +197,9 @@ def main():
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--hidden", type=int, default=0)
     p.add_argument("--bucket-mb", type=float, default=25.0, help="DDP bucket_cap_mb (its default 25)")
+    p.add_argument("--bucket-view", action="store_true",
+                   help="DDP gradient_as_bucket_view=True: the gradients live in the buckets "
+                        "(no copy in and out of them)")
     p.add_argument("--backend", choices=["gloo", "bigbatch"], default="gloo")
     p.add_argument("--hook", choices=["none", "fp16", "bf16", "powersgd", "batched_powersgd",
                                       "powersgd_fp16", "powersgd_bf16",

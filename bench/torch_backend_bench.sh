@@ -18,6 +18,12 @@
 #         bb_powersgd_r2_fp16 (rank 2, fp16 factors)
 #   2x2   2 emulated hosts x 2 ranks at RATE, the same model:
 #         gloo none, fp16, powersgd | bigbatch none, bb_fp16
+# Rows named *_view build DDP with gradient_as_bucket_view=True (the
+# gradients live in the buckets: no copy into them after backward, none
+# back out after the hook), a setting of DDP's own that both backends take:
+# each layout's gloo best is the best of its rows with and without it.
+# gloo's hookless rows at 1 Gbit/s are bound by the link at twice the fp16
+# hook's bytes, so their view variants are not run there.
 # LAYOUTS: the layouts to run (default "1x2 2x1 2x2"), e.g. LAYOUTS=2x1.
 # ROUNDS rounds (default 3), every row once a round, interleaved; the table
 # gives each row's median (and its lowest and highest round). gloo's
@@ -88,22 +94,33 @@ row() {
     >>"$out/rows.jsonl"
 }
 
+view=--bucket-view
 for round in $(seq 1 "$rounds"); do
   echo "round $round of $rounds ($(date +%H:%M:%S))" >&2
   row 1x2_gloo_none 1x2 gloo none 200 0
+  row 1x2_gloo_none_view 1x2 gloo none 200 0 $view
   row 1x2_bigbatch_none 1x2 bigbatch none 200 0
+  row 1x2_bigbatch_none_view 1x2 bigbatch none 200 0 $view
   for hook in none fp16 powersgd; do
     [ "$hook" = powersgd ] && [ "$round" -gt 1 ] && continue
     row "2x1_gloo_$hook" 2x1 gloo "$hook" 15 350000
   done
+  row 2x1_gloo_fp16_view 2x1 gloo fp16 15 350000 $view
   for hook in none bb_fp16 bb_powersgd; do row "2x1_bigbatch_$hook" 2x1 bigbatch "$hook" 15 350000; done
+  row 2x1_bigbatch_bb_powersgd_view 2x1 bigbatch bb_powersgd 15 350000 $view
   row 2x1_bigbatch_bb_powersgd_r2_fp16 2x1 bigbatch bb_powersgd 15 350000 \
     --powersgd-rank 2 --powersgd-wire fp16
+  row 2x1_bigbatch_bb_powersgd_r2_fp16_view 2x1 bigbatch bb_powersgd 15 350000 \
+    --powersgd-rank 2 --powersgd-wire fp16 $view
   for hook in none fp16 powersgd; do
     [ "$hook" = powersgd ] && [ "$round" -gt 1 ] && continue
     row "2x2_gloo_$hook" 2x2 gloo "$hook" 15 350000
   done
-  for hook in none bb_fp16; do row "2x2_bigbatch_$hook" 2x2 bigbatch "$hook" 15 350000; done
+  row 2x2_gloo_fp16_view 2x2 gloo fp16 15 350000 $view
+  for hook in none bb_fp16; do
+    row "2x2_bigbatch_$hook" 2x2 bigbatch "$hook" 15 350000
+    row "2x2_bigbatch_${hook}_view" 2x2 bigbatch "$hook" 15 350000 $view
+  done
 done
 
 /usr/bin/python3 - "$out/rows.jsonl" "$rate" <<'EOF'
@@ -111,6 +128,9 @@ import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 names = list(dict.fromkeys(r["name"] for r in rows))
 runs = {n: [r for r in rows if r["name"] == n] for n in names}
+def label(n):  # "2x1_gloo_fp16_view" -> "fp16, bucket view"
+    hook = n.split("_", 2)[2]
+    return hook[:-5] + ", bucket view" if hook.endswith("_view") else hook
 def median(n):
     ok = [r["img_s"] for r in runs[n] if r["img_s"]]
     return statistics.median(ok) if ok else None
@@ -128,8 +148,8 @@ for layout in ("1x2", "2x1", "2x2"):
         failed = sum(1 for r in runs[n] if not r["img_s"])
         fmt = lambda base: f"{v / base:.2f}x" if v and base else "-"
         shown = f"{v:.0f} ({min(ok):.0f}-{max(ok):.0f})" if v else "failed"
-        print(f"| {layout} | {runs[n][0]['backend']} | {n.split('_', 2)[2]} | {shown} | "
+        print(f"| {layout} | {runs[n][0]['backend']} | {label(n)} | {shown} | "
               f"{failed} of {len(runs[n])} | {fmt(none)} | {fmt(median(best) if best else None)} |")
     if best:
-        print(f"| {layout} | | gloo's best: {best.split('_', 2)[2]} | | | | |")
+        print(f"| {layout} | | gloo's best: {label(best)} | | | | |")
 EOF

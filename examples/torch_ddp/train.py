@@ -16,7 +16,10 @@ torch_powersgd) or bigbatch's (bigbatch_fp16, bigbatch_powersgd: the
 bigbatch backend only). --log FILE writes "step loss" per step on rank 0;
 --save PREFIX / --resume PREFIX keep the model, the optimizer and the hook's
 state (PowerSGD's error memory is each process's own) in PREFIX.<rank>, so a
-resumed run continues exactly.
+resumed run continues exactly. --bucket-view builds DDP with
+gradient_as_bucket_view=True: the gradients live in DDP's buckets, which
+saves copying them in and out of the buckets every step (on a CPU-bound
+rank a step's largest saving after the hook; docs/TORCH_BACKEND.md).
 """
 import argparse
 import gzip
@@ -88,6 +91,8 @@ def main():
     p.add_argument("--backend", choices=["gloo", "bigbatch"], default="gloo")
     p.add_argument("--hook", default="none",
                    choices=["none", "torch_fp16", "torch_powersgd", "bigbatch_fp16", "bigbatch_powersgd"])
+    p.add_argument("--bucket-view", action="store_true",
+                   help="DDP's gradient_as_bucket_view=True (no gradient copies)")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: the epochs)")
@@ -113,7 +118,7 @@ def main():
     rank, world = dist.get_rank(), dist.get_world_size()
 
     torch.manual_seed(args.seed)
-    model = DistributedDataParallel(Net())
+    model = DistributedDataParallel(Net(), gradient_as_bucket_view=args.bucket_view)
     hook_state = register_hook(model, args.hook)
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     train = fashion_mnist(args.data, "train")

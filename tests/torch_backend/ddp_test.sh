@@ -21,6 +21,10 @@
 #   3. bigbatch's PowerSGD state through a checkpoint: 30 steps, saved
 #      (model, optimizer, the hook's state on each rank), resumed in a new
 #      job for 30 more — the same losses, bit for bit, as 60 steps at once
+#   4. DDP's gradient_as_bucket_view (the gradients are the buckets, which
+#      bigbatch's PowerSGD hook overwrites in place): the same losses, bit
+#      for bit, as the 60 steps with DDP's copies (the same sums, on the
+#      same values)
 #   ddp_test.sh PYTHONPATH
 set -u
 pythonpath=$1
@@ -77,4 +81,8 @@ run second 2 --backend bigbatch --hook bigbatch_powersgd --steps 60 --resume "$d
 cat "$dir/first.log" "$dir/second.log" >"$dir/resumed.log"
 cmp "$dir/straight.log" "$dir/resumed.log" || {
   diff "$dir/straight.log" "$dir/resumed.log" | head; fail "the resumed PowerSGD run differs"; }
+
+run view 2 --backend bigbatch --hook bigbatch_powersgd --steps 60 --bucket-view
+cmp "$dir/straight.log" "$dir/view.log" || {
+  diff "$dir/straight.log" "$dir/view.log" | head; fail "PowerSGD with gradient_as_bucket_view differs"; }
 echo "ddp_test: ok"
