@@ -23,7 +23,10 @@ buckets moves their state with them). The first `start_step` steps are
 uncompressed (2 by default: DDP rebuilds its buckets after the first
 iteration).
 
-Every hook hands DDP the mean gradient, as PyTorch's own hooks do.
+Every hook hands DDP the mean gradient, as PyTorch's own hooks do. Each
+writes it into DDP's bucket in place, so DDP's
+``gradient_as_bucket_view=True`` works with them and saves copying the
+gradients into and out of the buckets every step.
 """
 import torch
 
