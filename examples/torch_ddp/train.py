@@ -18,8 +18,8 @@ bigbatch backend only). --log FILE writes "step loss" per step on rank 0;
 state (PowerSGD's error memory is each process's own) in PREFIX.<rank>, so a
 resumed run continues exactly. --bucket-view builds DDP with
 gradient_as_bucket_view=True: the gradients live in DDP's buckets, which
-saves copying them in and out of the buckets every step (on a CPU-bound
-rank a step's largest saving after the hook; docs/TORCH_BACKEND.md).
+saves two passes over the gradients a step, copying them into the buckets
+and back out (docs/TORCH_BACKEND.md).
 """
 import argparse
 import gzip

@@ -126,6 +126,17 @@ def _end_a_failed_job():
         _C.abort_job(1)
 
 
+def _at_exit():
+    """A failed group ends the job (above); otherwise every group still alive
+    (a script that keeps DDP or a hook's state in a global holds its group
+    past destroy_process_group) finishes and stops its threads while Python
+    still runs: a completion thread must not run a callback in a finalizing
+    interpreter, nor the heartbeat outlive MPI (ProcessGroupBigbatch's
+    shutdownAll)."""
+    _end_a_failed_job()
+    _C.shutdown_groups()
+
+
 def _end_the_job_on_an_uncaught_exception():
     """A rank that dies of an uncaught exception ends the whole job, as
     mpi4py's `python -m mpi4py` does: its peers would otherwise wait in the
@@ -146,7 +157,7 @@ def _end_the_job_on_an_uncaught_exception():
 
 _mpi_environment()
 _env_rendezvous_through_mpi()
-atexit.register(_end_a_failed_job)
+atexit.register(_at_exit)
 _end_the_job_on_an_uncaught_exception()
 try:
     from torch.distributed.rendezvous import register_rendezvous_handler

@@ -23,10 +23,11 @@ buckets moves their state with them). The first `start_step` steps are
 uncompressed (2 by default: DDP rebuilds its buckets after the first
 iteration).
 
-Every hook hands DDP the mean gradient, as PyTorch's own hooks do. Each
-writes it into DDP's bucket in place, so DDP's
-``gradient_as_bucket_view=True`` works with them and saves copying the
-gradients into and out of the buckets every step.
+Every hook hands DDP the mean gradient, as PyTorch's own hooks do, written
+into DDP's bucket in place: the future's value is the bucket itself. With
+DDP's ``gradient_as_bucket_view=True`` the gradients are views of the
+buckets, so DDP copies them neither into the buckets after backward nor
+back out after the hook (docs/TORCH_BACKEND.md, "Comm hooks").
 """
 import torch
 

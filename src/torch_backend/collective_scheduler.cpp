@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "bigbatch/common/error.h"
 #include "bigbatch/common/logging.h"
 
 namespace bigbatch::torch_backend {
@@ -21,6 +22,8 @@ void CollectiveScheduler::stop() {
   }
   changed_.notify_all();
   if (thread_.joinable()) thread_.join();
+  const std::lock_guard<std::mutex> lock(mutex_);
+  stopped_ = true;  // nothing runs a task submitted from now on
 }
 
 CollectiveScheduler::~CollectiveScheduler() { stop(); }
@@ -28,6 +31,9 @@ CollectiveScheduler::~CollectiveScheduler() { stop(); }
 void CollectiveScheduler::submit(Task task, bool collective) {
   {
     const std::lock_guard<std::mutex> lock(mutex_);
+    BIGBATCH_REQUIRE(!stopped_, InvalidArgument,
+                     "a collective on a bigbatch process group that was shut down (the "
+                     "interpreter is exiting, or the group is being destroyed)");
     const int64_t family = currentFamily >= 0 ? currentFamily
                            : collective       ? nextFamily_++
                                               : kNoFamily;

@@ -168,6 +168,11 @@ PYBIND11_MODULE(_C, m) {
       "set no OMPI_COMM_WORLD_* variables");
   m.def("live_groups", &ProcessGroupBigbatch::liveGroups,
         "bigbatch process groups of this process not yet destroyed");
+  m.def(
+      "shutdown_groups",
+      [] { releaseGilToJoin([] { ProcessGroupBigbatch::shutdownAll(); }); },
+      "at the interpreter's exit: every live group finishes its queued collectives and "
+      "callbacks and stops its threads (ProcessGroupBigbatch::shutdownAll)");
   m.def("process_failure", &ProcessGroupBigbatch::processFailure,
         "the first failure of a bigbatch group in this process; '' if none");
   m.def(

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <future>
+#include <set>
 
 #include "bigbatch/common/error.h"
 #include "wire_sums.h"
@@ -16,6 +17,10 @@ namespace {
 std::atomic<int> live{0};
 std::mutex failureMutex;
 std::string failure;  // guarded by failureMutex
+
+// The groups alive, for shutdownAll(). Never freed: read at exit.
+std::mutex groupsMutex;
+std::set<ProcessGroupBigbatch*>* groups = new std::set<ProcessGroupBigbatch*>;
 
 std::function<void(const std::function<void()>&)>& joinGuard() {
   static std::function<void(const std::function<void()>&)> guard;
@@ -110,6 +115,10 @@ ProcessGroupBigbatch::ProcessGroupBigbatch(std::unique_ptr<Communicator> comm, i
   completions_ = std::make_unique<CompletionPool>();
   scheduler_ = std::make_unique<CollectiveScheduler>();
   ++live;
+  {
+    const std::lock_guard<std::mutex> lock(groupsMutex);
+    groups->insert(this);
+  }
   // Every rank reached the barrier: an earlier group's failure (its group
   // destroyed since) no longer means a peer is gone.
   const std::lock_guard<std::mutex> lock(failureMutex);
@@ -123,14 +132,40 @@ std::string ProcessGroupBigbatch::processFailure() {
   return failure;
 }
 
+void ProcessGroupBigbatch::quiesce() {
+  scheduler_->stop();    // runs what is queued (the thread still uses scheduler_)
+  completions_.reset();  // runs the callbacks handed over
+  pulse_.reset();
+}
+
+void ProcessGroupBigbatch::shutdownAll() {
+  // Each live group held by a reference of its own while it stops, taken
+  // under the lock: a group whose count is already 0 is in its destructor
+  // (waiting for the lock to leave the set), which stops it itself; and a
+  // callback run here may drop a group's last reference, whose destructor
+  // then takes the lock, so the lock is not held while they run.
+  std::vector<c10::intrusive_ptr<ProcessGroupBigbatch>> alive;
+  {
+    const std::lock_guard<std::mutex> lock(groupsMutex);
+    for (ProcessGroupBigbatch* group : *groups) {
+      if (c10::raw::intrusive_ptr::use_count(group) == 0) continue;
+      c10::raw::intrusive_ptr::incref(group);
+      alive.push_back(c10::intrusive_ptr<ProcessGroupBigbatch>::reclaim(group));
+    }
+  }
+  for (const auto& group : alive) group->quiesce();
+}
+
 ProcessGroupBigbatch::~ProcessGroupBigbatch() {
+  {
+    const std::lock_guard<std::mutex> lock(groupsMutex);
+    groups->erase(this);
+  }
   // The communication thread finishes what was queued; a future's callback
   // on the completion pool may need what the caller holds (Python's GIL).
   auto stop = [this] {
-    scheduler_->stop();    // runs what is queued (the thread still uses scheduler_)
-    completions_.reset();  // runs the callbacks handed over
+    quiesce();
     scheduler_.reset();
-    pulse_.reset();
   };
   if (joinGuard()) {
     joinGuard()(stop);

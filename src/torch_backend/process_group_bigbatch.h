@@ -104,6 +104,16 @@ class ProcessGroupBigbatch : public BackendBase {
   // Called around a blocking join in the destructor (the Python module
   // releases the GIL there: a future's callback may be waiting for it).
   static void setJoinGuard(std::function<void(const std::function<void()>&)> guard);
+  // At the interpreter's exit, while Python still runs (bigbatch_torch
+  // registers it with atexit; the caller releases the GIL): every live
+  // group finishes what is queued and runs its futures' callbacks, then
+  // stops its threads. A script that keeps DDP or a hook's state in a
+  // global keeps its group alive to the process's end, past
+  // destroy_process_group(): without this a completion thread would enter
+  // a finalizing interpreter (which ends the thread: std::terminate), and
+  // the heartbeat's pulse would write shared memory the exit's teardown
+  // (MPI_Finalize) unmaps. A collective called afterwards raises.
+  static void shutdownAll();
 
  private:
   using Body = std::function<void()>;
@@ -117,6 +127,9 @@ class ProcessGroupBigbatch : public BackendBase {
   void complete(const c10::intrusive_ptr<BigbatchWork>& work, std::exception_ptr error,
                 int64_t family);
   std::exception_ptr explain(std::exception_ptr error, const CallSignature& call);
+  // Finishes and stops the threads (the destructor's work, without freeing
+  // the group); idempotent.
+  void quiesce();
 
   BackendOptions options_;
   std::unique_ptr<Communicator> comm_;
