@@ -40,6 +40,7 @@ byte 1, the emulated cluster's host 0) and gloo uses `--ifname` (eth0).
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import time
 
@@ -163,14 +164,24 @@ def worker(rank, args, port, master="127.0.0.1"):
     g = torch.Generator().manual_seed(rank)
     x = torch.rand(args.batch, 1, 28, 28, generator=g).contiguous(memory_format=torch.channels_last)
     y = torch.randint(0, 10, (args.batch,), generator=g)
+    phases = []  # --phase-times: this thread's CPU seconds per timed step
     for step in range(args.warmup + args.steps):
         if step == args.warmup:
             dist.barrier()
             t0 = time.perf_counter()
+        ta = time.thread_time()
         opt.zero_grad(set_to_none=False)
         loss = F.cross_entropy(ddp(x), y, label_smoothing=0.1)
+        tb = time.thread_time()
         loss.backward()
+        tc = time.thread_time()
         opt.step()
+        if args.phase_times and step >= args.warmup:
+            phases.append((tb - ta, tc - tb, time.thread_time() - tc, time.thread_time() - ta))
+    if args.phase_times:
+        ms = [round(1000 * statistics.median(p), 1) for p in zip(*phases)]
+        print(json.dumps({"rank": rank, "main_thread_cpu_ms": dict(zip(
+            ["forward", "backward", "optimizer", "step"], ms))}), flush=True)
     dist.barrier()
     seconds = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
     dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
@@ -200,6 +211,10 @@ def main():
     p.add_argument("--bucket-view", action="store_true",
                    help="DDP gradient_as_bucket_view=True: the gradients live in the buckets "
                         "(no copy in and out of them)")
+    p.add_argument("--phase-times", action="store_true",
+                   help="print each rank's main-thread CPU time (time.thread_time) for forward "
+                        "(with zero_grad), backward, the optimizer and the whole step, medians "
+                        "of the timed steps")
     p.add_argument("--backend", choices=["gloo", "bigbatch"], default="gloo")
     p.add_argument("--hook", choices=["none", "fp16", "bf16", "powersgd", "batched_powersgd",
                                       "powersgd_fp16", "powersgd_bf16",

@@ -4,7 +4,8 @@
 # user gets by changing init_process_group's backend. gloo at its best for
 # the case: pinned one rank a core and tcmalloc (LD_PRELOAD) on one host,
 # and each of PyTorch's own hooks (none, fp16_compress_hook, powerSGD_hook
-# rank 4 from step 2) on the emulated links, its best one named.
+# rank 4 from step 2) on the emulated links, each with and without DDP's
+# gradient_as_bucket_view, its best one named.
 #
 # Rows (img/s of the timed steps after as many warm-up steps; the slowest
 # rank's time; batch 64 per rank, synthetic 1x28x28; 1 thread per rank,
@@ -21,9 +22,10 @@
 # Rows named *_view build DDP with gradient_as_bucket_view=True (the
 # gradients live in the buckets: no copy into them after backward, none
 # back out after the hook), a setting of DDP's own that both backends take:
-# each layout's gloo best is the best of its rows with and without it.
-# gloo's hookless rows at 1 Gbit/s are bound by the link at twice the fp16
-# hook's bytes, so their view variants are not run there.
+# gloo's rows that are candidates for its best (every hook but the one that
+# aborts) run with and without it, and its best is the fastest of them all;
+# bigbatch's run with it where the comparison names its best (none on one
+# host, PowerSGD on 2 x 1, none and fp16 on 2 x 2).
 # LAYOUTS: the layouts to run (default "1x2 2x1 2x2"), e.g. LAYOUTS=2x1.
 # ROUNDS rounds (default 3), every row once a round, interleaved; the table
 # gives each row's median (and its lowest and highest round). gloo's
@@ -90,7 +92,9 @@ row() {
   else
     echo "row $name failed in round $round; see $log" >&2
   fi
-  echo "{\"name\": \"$name\", \"layout\": \"$layout\", \"backend\": \"$backend\", \"hook\": \"$hook\", \"round\": $round, \"img_s\": $img_s}" \
+  local view=false
+  [[ " $* " == *" --bucket-view "* ]] && view=true
+  echo "{\"name\": \"$name\", \"layout\": \"$layout\", \"backend\": \"$backend\", \"hook\": \"$hook\", \"bucket_view\": $view, \"round\": $round, \"img_s\": $img_s}" \
     >>"$out/rows.jsonl"
 }
 
@@ -98,28 +102,30 @@ view=--bucket-view
 for round in $(seq 1 "$rounds"); do
   echo "round $round of $rounds ($(date +%H:%M:%S))" >&2
   row 1x2_gloo_none 1x2 gloo none 200 0
-  row 1x2_gloo_none_view 1x2 gloo none 200 0 $view
+  row 1x2_gloo_none_view 1x2 gloo none 200 0 "$view"
   row 1x2_bigbatch_none 1x2 bigbatch none 200 0
-  row 1x2_bigbatch_none_view 1x2 bigbatch none 200 0 $view
+  row 1x2_bigbatch_none_view 1x2 bigbatch none 200 0 "$view"
   for hook in none fp16 powersgd; do
     [ "$hook" = powersgd ] && [ "$round" -gt 1 ] && continue
     row "2x1_gloo_$hook" 2x1 gloo "$hook" 15 350000
   done
-  row 2x1_gloo_fp16_view 2x1 gloo fp16 15 350000 $view
+  row 2x1_gloo_none_view 2x1 gloo none 15 350000 "$view"
+  row 2x1_gloo_fp16_view 2x1 gloo fp16 15 350000 "$view"
   for hook in none bb_fp16 bb_powersgd; do row "2x1_bigbatch_$hook" 2x1 bigbatch "$hook" 15 350000; done
-  row 2x1_bigbatch_bb_powersgd_view 2x1 bigbatch bb_powersgd 15 350000 $view
+  row 2x1_bigbatch_bb_powersgd_view 2x1 bigbatch bb_powersgd 15 350000 "$view"
   row 2x1_bigbatch_bb_powersgd_r2_fp16 2x1 bigbatch bb_powersgd 15 350000 \
     --powersgd-rank 2 --powersgd-wire fp16
   row 2x1_bigbatch_bb_powersgd_r2_fp16_view 2x1 bigbatch bb_powersgd 15 350000 \
-    --powersgd-rank 2 --powersgd-wire fp16 $view
+    --powersgd-rank 2 --powersgd-wire fp16 "$view"
   for hook in none fp16 powersgd; do
     [ "$hook" = powersgd ] && [ "$round" -gt 1 ] && continue
     row "2x2_gloo_$hook" 2x2 gloo "$hook" 15 350000
   done
-  row 2x2_gloo_fp16_view 2x2 gloo fp16 15 350000 $view
+  row 2x2_gloo_none_view 2x2 gloo none 15 350000 "$view"
+  row 2x2_gloo_fp16_view 2x2 gloo fp16 15 350000 "$view"
   for hook in none bb_fp16; do
     row "2x2_bigbatch_$hook" 2x2 bigbatch "$hook" 15 350000
-    row "2x2_bigbatch_${hook}_view" 2x2 bigbatch "$hook" 15 350000 $view
+    row "2x2_bigbatch_${hook}_view" 2x2 bigbatch "$hook" 15 350000 "$view"
   done
 done
 
@@ -130,7 +136,7 @@ names = list(dict.fromkeys(r["name"] for r in rows))
 runs = {n: [r for r in rows if r["name"] == n] for n in names}
 def label(n):  # "2x1_gloo_fp16_view" -> "fp16, bucket view"
     hook = n.split("_", 2)[2]
-    return hook[:-5] + ", bucket view" if hook.endswith("_view") else hook
+    return hook[:-5] + ", bucket view" if runs[n][0].get("bucket_view") else hook
 def median(n):
     ok = [r["img_s"] for r in runs[n] if r["img_s"]]
     return statistics.median(ok) if ok else None
