@@ -88,13 +88,13 @@ row() {
       --backend "$backend" --hook "$hook" --model cnn --hidden "$hidden" --batch 64 --threads 1 \
       --steps "$steps" --warmup "$steps" --powersgd-rank 4 --powersgd-start 2 "$@" \
       >"$log" 2>&1; then
-    img_s=$(/usr/bin/python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")][-1]["img_s"])' "$log")
+    img_s=$(/usr/bin/python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if l.startswith("{") and "img_s" in l][-1]["img_s"])' "$log")
   else
     echo "row $name failed in round $round; see $log" >&2
   fi
-  local view=false
-  [[ " $* " == *" --bucket-view "* ]] && view=true
-  echo "{\"name\": \"$name\", \"layout\": \"$layout\", \"backend\": \"$backend\", \"hook\": \"$hook\", \"bucket_view\": $view, \"round\": $round, \"img_s\": $img_s}" \
+  local viewed=false
+  [[ " $* " == *" --bucket-view "* ]] && viewed=true
+  echo "{\"name\": \"$name\", \"layout\": \"$layout\", \"backend\": \"$backend\", \"hook\": \"$hook\", \"bucket_view\": $viewed, \"round\": $round, \"img_s\": $img_s}" \
     >>"$out/rows.jsonl"
 }
 
@@ -136,7 +136,7 @@ names = list(dict.fromkeys(r["name"] for r in rows))
 runs = {n: [r for r in rows if r["name"] == n] for n in names}
 def label(n):  # "2x1_gloo_fp16_view" -> "fp16, bucket view"
     hook = n.split("_", 2)[2]
-    return hook[:-5] + ", bucket view" if runs[n][0].get("bucket_view") else hook
+    return hook[:-5] + ", bucket view" if runs[n][0].get("bucket_view", n.endswith("_view")) else hook
 def median(n):
     ok = [r["img_s"] for r in runs[n] if r["img_s"]]
     return statistics.median(ok) if ok else None

@@ -135,6 +135,7 @@ def _at_exit():
     shutdownAll)."""
     _end_a_failed_job()
     _C.shutdown_groups()
+    _end_a_failed_job()  # a queued collective may have failed just now
 
 
 def _end_the_job_on_an_uncaught_exception():

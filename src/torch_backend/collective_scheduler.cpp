@@ -22,8 +22,6 @@ void CollectiveScheduler::stop() {
   }
   changed_.notify_all();
   if (thread_.joinable()) thread_.join();
-  const std::lock_guard<std::mutex> lock(mutex_);
-  stopped_ = true;  // nothing runs a task submitted from now on
 }
 
 CollectiveScheduler::~CollectiveScheduler() { stop(); }
@@ -94,7 +92,10 @@ bool CollectiveScheduler::next(std::unique_lock<std::mutex>& lock, Queued& out) 
       }
     }
     // Stopping: once nothing is queued and no callback may still queue more.
-    if (stopping_ && queue_.empty() && callbacks_.empty()) return false;
+    if (stopping_ && queue_.empty() && callbacks_.empty()) {
+      stopped_ = true;  // under the same lock: a later submit raises, none is dropped
+      return false;
+    }
     if (activeRunning || (stopping_ && !callbacks_.empty())) {
       changed_.wait_for(lock, std::chrono::milliseconds(100));
     } else {

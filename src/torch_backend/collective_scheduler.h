@@ -38,8 +38,8 @@
 // Tasks that are not collectives (the codecs' state, read or loaded on one
 // rank only: a script saves it on rank 0) take no family number.
 //
-// Threading: submit() from any thread (once stop() has returned it throws
-// InvalidArgument: no thread would run the task); run() is the communication
+// Threading: submit() from any thread (once the loop has ended, after
+// stop(), it throws InvalidArgument: no thread would run the task); run() is the communication
 // thread's loop; callbacksStarted/Ended from completion threads.
 #pragma once
 
@@ -99,7 +99,7 @@ class CollectiveScheduler {
   int64_t nextFamily_ = 0;                // guarded by mutex_
   int64_t active_ = -1;                   // guarded by mutex_: the family being run
   bool stopping_ = false;                 // guarded by mutex_
-  bool stopped_ = false;                  // guarded by mutex_: the thread has ended
+  bool stopped_ = false;                  // guarded by mutex_: the loop has ended
   bool warned_ = false;                   // guarded by mutex_
   // When the thread last finished a task (guarded by mutex_).
   std::chrono::steady_clock::time_point idleSince_ = std::chrono::steady_clock::now();

@@ -133,6 +133,7 @@ std::string ProcessGroupBigbatch::processFailure() {
 }
 
 void ProcessGroupBigbatch::quiesce() {
+  const std::lock_guard<std::mutex> lock(quiesceMutex_);  // shutdownAll and the destructor
   scheduler_->stop();    // runs what is queued (the thread still uses scheduler_)
   completions_.reset();  // runs the callbacks handed over
   pulse_.reset();
@@ -140,17 +141,17 @@ void ProcessGroupBigbatch::quiesce() {
 
 void ProcessGroupBigbatch::shutdownAll() {
   // Each live group held by a reference of its own while it stops, taken
-  // under the lock: a group whose count is already 0 is in its destructor
-  // (waiting for the lock to leave the set), which stops it itself; and a
-  // callback run here may drop a group's last reference, whose destructor
-  // then takes the lock, so the lock is not held while they run.
+  // under the lock with an atomic increment-if-not-zero (a weak pointer's
+  // lock): a group whose count already reached 0 is in its destructor
+  // (waiting for the lock to leave the set), which stops it itself. The
+  // lock is not held while the groups stop: their callbacks may take it.
   std::vector<c10::intrusive_ptr<ProcessGroupBigbatch>> alive;
   {
     const std::lock_guard<std::mutex> lock(groupsMutex);
     for (ProcessGroupBigbatch* group : *groups) {
-      if (c10::raw::intrusive_ptr::use_count(group) == 0) continue;
-      c10::raw::intrusive_ptr::incref(group);
-      alive.push_back(c10::intrusive_ptr<ProcessGroupBigbatch>::reclaim(group));
+      if (ProcessGroupBigbatch* held = c10::raw::weak_intrusive_ptr::lock(group)) {
+        alive.push_back(c10::intrusive_ptr<ProcessGroupBigbatch>::reclaim(held));
+      }
     }
   }
   for (const auto& group : alive) group->quiesce();

@@ -142,6 +142,7 @@ class ProcessGroupBigbatch : public BackendBase {
   // by then only counts).
   std::unique_ptr<CompletionPool> completions_;
   std::unique_ptr<CollectiveScheduler> scheduler_;
+  std::mutex quiesceMutex_;  // quiesce() from shutdownAll and the destructor
   std::atomic<int64_t> sequence_{0};
   std::mutex brokenMutex_;
   std::string brokenBy_;  // guarded by brokenMutex_: the first failure's message

@@ -87,7 +87,7 @@ cmp "$dir/straight.log" "$dir/resumed.log" || {
   diff "$dir/straight.log" "$dir/resumed.log" | head; fail "the resumed PowerSGD run differs"; }
 
 MASTER_PORT=$((29600 + RANDOM % 300)) PYTHONPATH=$pythonpath \
-  timeout -k 5 120 mpirun --allow-run-as-root -np 2 /usr/bin/python3 "$here/bucket_view_check.py" \
+  timeout -k 5 120 mpirun --allow-run-as-root --oversubscribe -np 2 /usr/bin/python3 "$here/bucket_view_check.py" \
   >"$dir/view_check.out" 2>&1 || fail "bucket_view_check.py exited non-zero"
 [ "$(grep -c '^bucket view: ok' "$dir/view_check.out")" -eq 2 ] || fail "bucket_view_check.py: not ok on both ranks"
 run view 2 --backend bigbatch --hook bigbatch_powersgd --steps 60 --bucket-view
