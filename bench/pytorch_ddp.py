@@ -169,15 +169,17 @@ def worker(rank, args, port, master="127.0.0.1"):
         if step == args.warmup:
             dist.barrier()
             t0 = time.perf_counter()
-        ta = time.thread_time()
+        timed = args.phase_times and step >= args.warmup
+        ta = time.thread_time() if timed else 0.0
         opt.zero_grad(set_to_none=False)
         loss = F.cross_entropy(ddp(x), y, label_smoothing=0.1)
-        tb = time.thread_time()
+        tb = time.thread_time() if timed else 0.0
         loss.backward()
-        tc = time.thread_time()
+        tc = time.thread_time() if timed else 0.0
         opt.step()
-        if args.phase_times and step >= args.warmup:
-            phases.append((tb - ta, tc - tb, time.thread_time() - tc, time.thread_time() - ta))
+        if timed:
+            td = time.thread_time()
+            phases.append((tb - ta, tc - tb, td - tc, td - ta))
     if args.phase_times:
         ms = [round(1000 * statistics.median(p), 1) for p in zip(*phases)]
         print(json.dumps({"rank": rank, "main_thread_cpu_ms": dict(zip(

@@ -39,8 +39,9 @@
 // rank only: a script saves it on rank 0) take no family number.
 //
 // Threading: submit() from any thread (once the loop has ended, after
-// stop(), it throws InvalidArgument: no thread would run the task); run() is the communication
-// thread's loop; callbacksStarted/Ended from completion threads.
+// stop(), it throws InvalidArgument: no thread would run the task); run()
+// is the communication thread's loop; callbacksStarted/Ended from
+// completion threads.
 #pragma once
 
 #include <chrono>

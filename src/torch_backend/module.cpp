@@ -72,14 +72,8 @@ c10::intrusive_ptr<ProcessGroupBigbatch> createGroup(
   return c10::make_intrusive<ProcessGroupBigbatch>(std::move(world), rank, size, options);
 }
 
-}  // namespace
-
-}  // namespace bigbatch::torch_backend
-
-PYBIND11_MODULE(_C, m) {
-  using namespace bigbatch::torch_backend;
-  m.doc() = "bigbatch's torch.distributed backend (import bigbatch_torch, not this module)";
-  ProcessGroupBigbatch::setJoinGuard(releaseGilToJoin);
+// The group's class: what bigbatch_torch.hooks calls on it (its codecs).
+void bindProcessGroup(py::module& m) {
   py::object base = py::module::import("torch._C._distributed_c10d").attr(kPythonBaseClass);
   py::class_<ProcessGroupBigbatch, c10::intrusive_ptr<ProcessGroupBigbatch>>(
       m, "ProcessGroupBigbatch", base)
@@ -149,6 +143,11 @@ PYBIND11_MODULE(_C, m) {
             pg.runOnCommThread([&] { pg.codecs().loadState(codec, state); });
           },
           py::arg("codec"), py::arg("state"));
+}
+
+// The process's functions: the creator, the MPI launch, the exit and the
+// failure handling bigbatch_torch/__init__.py does.
+void bindProcessFunctions(py::module& m) {
   m.def(
       "create",
       [](const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
@@ -183,4 +182,16 @@ PYBIND11_MODULE(_C, m) {
         MPI_Abort(MPI_COMM_WORLD, code);
       },
       py::arg("code"), "ends every rank of the job (MPI_Abort)");
+}
+
+}  // namespace
+
+}  // namespace bigbatch::torch_backend
+
+PYBIND11_MODULE(_C, m) {
+  using namespace bigbatch::torch_backend;
+  m.doc() = "bigbatch's torch.distributed backend (import bigbatch_torch, not this module)";
+  ProcessGroupBigbatch::setJoinGuard(releaseGilToJoin);
+  bindProcessGroup(m);
+  bindProcessFunctions(m);
 }
