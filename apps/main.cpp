@@ -3,7 +3,7 @@
 //   bigbatch train CONFIG.toml [--set key=value]... [--run-dir DIR] [--overwrite] [--workers N]
 //                  [--init-from FILE.pt] [--resume auto|PATH] [--timeline FILE.json]
 //                  [--timeline-steps A-B] [--profile-out FILE.json] [--profile-steps A-B]
-//                  [--max-restarts N]
+//                  [--max-restarts N] [--min-workers M] [--launcher mpirun|srun]
 //   bigbatch tune CONFIG.toml [--param key=spec]... [--set key=value]... [--dir DIR]
 //                 [--trials N] [--min-epochs E] [--max-epochs E] [--eta N] [--budget-epochs B]
 //                 [--include-recipe]
@@ -40,11 +40,10 @@
 #include "bench_optim.h"
 #include "bench_pipeline.h"
 #include "bench_step.h"
-#include "bigbatch/ckpt/checkpoint.h"
-#include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/comm/mpi_communicator.h"
 #include "bigbatch/common/error.h"
-#include "bigbatch/models/scripted_model.h"
+#include "bigbatch/common/stop_request.h"
+#include "bigbatch/export/export_weights.h"
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/step_profiler.h"
 #include "bigbatch/train/timeline.h"
@@ -54,7 +53,7 @@
 #include "plan_command.h"
 #include "plot.h"
 #include "process_env.h"
-#include "bigbatch/launch/supervise_workers.h"
+#include "bigbatch/launch/supervise_training.h"
 #include "tune_command.h"
 
 namespace {
@@ -83,6 +82,7 @@ struct TrainArgs {
   int workers = 0;  // 0: run.workers
   int maxRestarts = -1;  // -1: run.max_restarts
   int minWorkers = -1;   // -1: run.min_workers
+  std::string launcher;  // "": run.launcher
   std::string initFrom, resume;
   std::string timelinePath, timelineSteps = "1-100";
   std::string profileOut, profileSteps = "10-12";
@@ -143,46 +143,14 @@ CLI::App* addTrainCommand(CLI::App& app, TrainArgs& a) {
                    "again right after its restart (global batch kept; default: "
                    "run.min_workers, 0: never fewer)")
       ->check(CLI::Range(0, 4096));
+  train
+      ->add_option("--launcher", a.launcher,
+                   "what starts the --workers ranks: mpirun (BIGBATCH_MPIRUN's words, if set) "
+                   "or srun (inside a Slurm allocation); default: run.launcher, mpirun")
+      ->check(CLI::IsMember({"mpirun", "srun"}));
   train->add_flag("-q,--quiet", a.quiet, "print only errors and warnings (default: off)");
   train->add_flag("-v,--verbose", a.verbose, "print debug messages (default: off)");
   return train;
-}
-
-// --max-restarts: what a restart needs checked once, then the supervisor
-// (supervise_workers.h) runs the job's attempts.
-int superviseTraining(const bigbatch::Config& config, const bigbatch::TrainOptions& options,
-                      int workers, int maxRestarts, int minWorkers, int argc, char** argv) {
-  BIGBATCH_REQUIRE(config.getInt("ckpt.every_epochs") > 0 || config.getInt("ckpt.every_steps") > 0,
-                   bigbatch::InvalidArgument,
-                   "--max-restarts {} with checkpoints off (ckpt.every_epochs = 0 and "
-                   "ckpt.every_steps = 0): a restart resumes from a checkpoint; set "
-                   "ckpt.every_steps (e.g. 50) or ckpt.every_epochs = 1",
-                   maxRestarts);
-  bigbatch::checkRunCanStart(config, options, workers);
-  bigbatch::SupervisorSettings s;
-  s.workers = workers;
-  s.threadsPerRank = static_cast<int>(config.getInt("run.threads"));
-  s.maxRestarts = maxRestarts;
-  s.minWorkers = minWorkers;
-  s.batchPerRank = config.getInt("train.batch_size");
-  s.globalBatch = s.batchPerRank * workers * config.getInt("train.accumulation_steps");
-  bigbatch::checkWorldsKeepBatch(s);
-  s.runDir = bigbatch::plannedRunDir(config, options);
-  s.checkpointDir = config.getString("ckpt.dir").empty()
-                        ? (std::filesystem::path(s.runDir) / "checkpoints").string()
-                        : config.getString("ckpt.dir");
-  std::error_code ec;
-  std::filesystem::create_directories(s.runDir, ec);
-  BIGBATCH_REQUIRE(!ec && access(s.runDir.c_str(), W_OK) == 0, bigbatch::IoError,
-                   "run directory '{}' cannot be created or written; give --run-dir a directory "
-                   "you can write",
-                   s.runDir);
-  std::filesystem::create_directories(s.checkpointDir, ec);
-  BIGBATCH_REQUIRE(!ec && access(s.checkpointDir.c_str(), W_OK) == 0, bigbatch::IoError,
-                   "checkpoint directory '{}' cannot be created or written, so a restart would "
-                   "have nothing to resume from; set ckpt.dir to a directory you can write",
-                   s.checkpointDir);
-  return bigbatch::superviseWorkers(s, argc, argv);
 }
 
 int runTrain(const TrainArgs& a, int argc, char** argv) {
@@ -219,131 +187,30 @@ int runTrain(const TrainArgs& a, int argc, char** argv) {
       a.maxRestarts >= 0 ? a.maxRestarts : static_cast<int>(config.getInt("run.max_restarts"));
   const int minWorkers =
       a.minWorkers >= 0 ? a.minWorkers : static_cast<int>(config.getInt("run.min_workers"));
+  if (!a.launcher.empty()) config.set("run.launcher=" + a.launcher);
+  const std::string launcher = config.getString("run.launcher");
   const bool underMpi = bigbatch::MpiCommunicator::launchedByMpi();
   BIGBATCH_REQUIRE(minWorkers == 0 || maxRestarts > 0 || underMpi, bigbatch::InvalidArgument,
                    "--min-workers {} without --max-restarts: fewer workers come only with a "
                    "restart; add --max-restarts N (e.g. 3)",
                    minWorkers);
   if (maxRestarts > 0 && !underMpi) {
-    return superviseTraining(config, options, workers, maxRestarts, minWorkers, argc, argv);
+    return bigbatch::superviseTraining(config, options,
+                                       {launcher, workers, maxRestarts, minWorkers}, argc, argv);
   }
   if (bigbatch::shouldLaunchWorkers(workers)) {
     // Missing data, a run directory in use, a checkpoint that does not fit:
     // one error here, not one per rank and an MPI abort.
     bigbatch::checkRunCanStart(config, options, workers);
-    return bigbatch::launchWorkers(workers, static_cast<int>(config.getInt("run.threads")), argc,
-                                   argv);
+    return bigbatch::launchWorkers(*bigbatch::RankLauncher::named(launcher), workers,
+                                   static_cast<int>(config.getInt("run.threads")), argc, argv);
   }
   // A user's module file: refused before the run directory exists.
   bigbatch::checkModelLoads(config);
   bigbatch::pinLaunchedRank();  // a rank of --workers: its own CPUs, before any thread starts
-  bigbatch::TrainResult result = bigbatch::train(config, options);
-  (void)result;
-  return 0;
-}
-
-// `bigbatch export SOURCE OUT.pt`: a run directory's model.pt, a weights
-// file, or a training checkpoint's weights with the BatchNorm statistics its
-// run evaluates with (the mean over its ranks, or rank 0's), as a state dict
-// Python's torch.load reads. `OUT.jit.pt` of a model.name = "torchscript"
-// run: the trained TorchScript module instead (torch.jit.load reads it) — a
-// run directory's model.jit.pt, or the checkpoint's weights and evaluation
-// statistics in the module of its model.path.
-bool endsWith(const std::string& s, const std::string& tail) {
-  return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
-}
-
-// A checkpoint's weights and evaluation buffers; nullopt when `source` is
-// not a checkpoint. `config` gets the checkpoint's config.
-std::optional<c10::Dict<std::string, at::Tensor>> checkpointWeights(const std::string& source,
-                                                                    bigbatch::Config& config,
-                                                                    int64_t& step) {
-  bigbatch::Checkpoint k;
-  try {
-    k = bigbatch::readCheckpoint(source);
-  } catch (const bigbatch::InvalidArgument&) {
-    return std::nullopt;  // not a checkpoint: a weights file
-  }
-  bool average = true;
-  try {
-    config.mergeToml(k.config, source);
-    average = config.getBool("train.average_bn_stats");
-  } catch (const bigbatch::Error&) {
-    average = false;  // a config this version cannot read: rank 0's, as before
-  }
-  c10::Dict<std::string, at::Tensor> dict;
-  for (const auto& [name, t] : k.parameters) dict.insert(name, t);
-  for (const auto& [name, t] : bigbatch::evaluationBuffers(k, average)) dict.insert(name, t);
-  step = k.globalStep;
-  return dict;
-}
-
-int exportTorchScript(const std::string& exportSource, const std::string& source,
-                      const std::string& exportTarget) {
-  namespace fs = std::filesystem;
-  if (fs::is_directory(exportSource)) {
-    const fs::path module = fs::path(exportSource) / "model.jit.pt";
-    BIGBATCH_REQUIRE(fs::exists(module), bigbatch::IoError,
-                     "run directory '{}' holds no model.jit.pt: only a finished run of model.name "
-                     "= \"torchscript\" writes one; export OUT.pt for the state dict",
-                     exportSource);
-    fs::copy_file(module, exportTarget, fs::copy_options::overwrite_existing);
-    std::printf("copied %s to %s (Python: torch.jit.load(\"%s\"))\n", module.c_str(),
-                exportTarget.c_str(), exportTarget.c_str());
-    return 0;
-  }
-  bigbatch::Config config = bigbatch::defaultTrainingConfig();
-  int64_t step = 0;
-  const auto dict = checkpointWeights(source, config, step);
-  BIGBATCH_REQUIRE(dict.has_value(), bigbatch::InvalidArgument,
-                   "'{}' is not a checkpoint; OUT.jit.pt is written from a run directory or a "
-                   "checkpoint of a model.name = \"torchscript\" run",
-                   source);
-  BIGBATCH_REQUIRE(config.getString("model.name") == "torchscript", bigbatch::InvalidArgument,
-                   "checkpoint '{}' is of model.name = {}, not a TorchScript module; export "
-                   "OUT.pt for its state dict",
-                   source, config.getString("model.name"));
-  bigbatch::ScriptedClassifierImpl model(config.getString("model.path"));
-  bigbatch::loadStateDict(model, *dict, source, model.tensorAliases());  // every name and shape
-  model.saveForEvaluation(exportTarget);
-  std::printf("wrote the TorchScript module of %s with checkpoint weights (step %lld) to %s "
-              "(Python: torch.jit.load(\"%s\"))\n",
-              config.getString("model.path").c_str(), static_cast<long long>(step),
-              exportTarget.c_str(), exportTarget.c_str());
-  return 0;
-}
-
-int runExport(const std::string& exportSource, const std::string& exportTarget) {
-  std::string source = exportSource;
-  if (endsWith(exportTarget, ".jit.pt")) return exportTorchScript(exportSource, source, exportTarget);
-  if (std::filesystem::is_directory(source)) {
-    source = (std::filesystem::path(source) / "model.pt").string();
-    BIGBATCH_REQUIRE(std::filesystem::exists(source), bigbatch::IoError,
-                     "run directory '{}' holds no model.pt: the run did not finish (only a "
-                     "completed run writes its weights)",
-                     exportSource);
-  }
-  bigbatch::Config config = bigbatch::defaultTrainingConfig();
-  int64_t step = 0;
-  c10::Dict<std::string, at::Tensor> dict;
-  std::string what = "weights";
-  if (auto weights = checkpointWeights(source, config, step)) {
-    dict = std::move(*weights);
-    what = fmt::format("checkpoint weights (step {})", step);
-    // A TorchScript model's tied tensors under each of their names, as
-    // Python's state_dict() has them (the checkpoint holds each once).
-    if (config.getString("model.name") == "torchscript" &&
-        std::filesystem::exists(config.getString("model.path"))) {
-      bigbatch::addAliases(
-          dict, bigbatch::ScriptedClassifierImpl(config.getString("model.path")).tensorAliases());
-    }
-  } else {
-    dict = bigbatch::readStateDict(source);
-  }
-  bigbatch::writeStateDict(dict, exportTarget);
-  std::printf("wrote %zu tensors of %s to %s (Python: torch.load(\"%s\"))\n", dict.size(),
-              what.c_str(), exportTarget.c_str(), exportTarget.c_str());
-  return 0;
+  bigbatch::armStopRequest();   // SIGUSR1: checkpoint and stop at the next step
+  const bigbatch::TrainResult result = bigbatch::train(config, options);
+  return result.stopped ? bigbatch::kStoppedExitStatus : 0;
 }
 
 // `bigbatch plot`: run directories share each chart (a tune directory, one
@@ -651,7 +518,10 @@ int main(int argc, char** argv) {
     if (*plotCmd) return runPlot(plotRunsArg, plotOut);
     if (*planCmd) return bigbatch::runPlan(planArgs);
     if (*exportFolderCmd) return bigbatch::runExportFolder(exportFolderArgs);
-    if (*exportCmd) return runExport(exportSource, exportTarget);
+    if (*exportCmd) {
+      std::printf("%s\n", bigbatch::exportWeights(exportSource, exportTarget).c_str());
+      return 0;
+    }
     if (const int status = runBench(benchArgs); status >= 0) return status;
     if (*keys) {
       std::cout << bigbatch::describeConfigSchema(bigbatch::trainingConfigSchema(), markdown);

@@ -29,25 +29,16 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
-#include <string>
-#include <vector>
+
+#include "bigbatch/tune/tune_job.h"
+#include "bigbatch/tune/tune_request.h"
 
 namespace bigbatch {
 
-struct TuneArgs {
-  std::string config;
-  std::vector<std::string> params, sets;
-  std::string dir;  // default: tune/<recipe stem>
-  int trials = 0, eta = 0, parallel = 0, seeds = -1;
-  double minEpochs = 0, maxEpochs = 0;  // 0: from the [tune] table, else defaults
-  std::string objective;
-  long long seed = -1;
-  long long budgetEpochs = 0;
-  bool includeRecipe = false;
-  bool resume = false;
-};
+// The command line's fields: what the search is asked (tune_request.h).
+using TuneArgs = TuneRequest;
 
+// Declares `bigbatch tune` and its options; bigbatch::runTune runs it.
 CLI::App* addTuneCommand(CLI::App& app, TuneArgs& args);
-int runTune(const TuneArgs& args);
 
 }  // namespace bigbatch

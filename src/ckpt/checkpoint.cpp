@@ -128,6 +128,7 @@ std::vector<char> serializeCheckpoint(const Checkpoint& c) {
   d.insert("format", std::string(kFormat));
   d.insert("version", Checkpoint::kVersion);
   d.insert("config", c.config);
+  if (!c.runDir.empty()) d.insert("run_dir", c.runDir);
   d.insert("world_size", c.worldSize);
   d.insert("global_batch", c.globalBatch);
   d.insert("epoch", c.epoch);
@@ -202,6 +203,7 @@ Checkpoint parseCheckpoint(const std::vector<char>& bytes, const std::string& or
                    version, Checkpoint::kVersion);
   Checkpoint c;
   c.config = r.string("config");
+  if (d.contains("run_dir")) c.runDir = r.string("run_dir");
   c.worldSize = r.integer("world_size");
   c.globalBatch = r.integer("global_batch");
   c.epoch = r.integer("epoch");
@@ -291,16 +293,49 @@ std::string CheckpointDir::save(const Checkpoint& c, const WriteProgress& progre
   return path;
 }
 
-int CheckpointDir::removeAll() {
+namespace {
+// The run directory a checkpoint file says wrote it; "" when it does not
+// say or does not read.
+std::string ownerOf(const std::string& path) {
+  try {
+    return readCheckpoint(path).runDir;
+  } catch (const Error&) {
+    return "";
+  }
+}
+}  // namespace
+
+int CheckpointDir::removeAll(const std::string& owner) {
   int removed = 0;
   std::error_code ec;
-  for (const auto& [step, path] : listCheckpoints(dir_)) removed += fs::remove(path, ec) ? 1 : 0;
-  fs::remove(fs::path(dir_) / "latest", ec);
+  bool othersLeft = false;
+  for (const auto& [step, path] : listCheckpoints(dir_)) {
+    if (!owner.empty() && ownerOf(path) != owner) {
+      othersLeft = true;
+      continue;
+    }
+    removed += fs::remove(path, ec) ? 1 : 0;
+  }
+  std::ifstream latestIn((fs::path(dir_) / "latest").string());
+  std::string named;
+  latestIn >> named;
+  latestIn.close();
+  if (!othersLeft || !fs::exists(fs::path(dir_) / named)) fs::remove(fs::path(dir_) / "latest", ec);
+  if (othersLeft) return removed;  // a write's leftover may be another run's, in flight
   for (const auto& e : fs::directory_iterator(dir_, ec)) {
     const std::string name = e.path().filename().string();
     if (name.rfind("ckpt-", 0) == 0 && e.path().extension() == ".tmp") fs::remove(e.path(), ec);
   }
   return removed;
+}
+
+std::vector<std::string> CheckpointDir::otherOwners(const std::string& owner) const {
+  std::vector<std::string> out;
+  for (const auto& [step, path] : listCheckpoints(dir_)) {
+    const std::string o = ownerOf(path);
+    if (o != owner && std::find(out.begin(), out.end(), o) == out.end()) out.push_back(o);
+  }
+  return out;
 }
 
 std::optional<std::string> CheckpointDir::latest() const {

@@ -8,56 +8,60 @@
 
 namespace bigbatch {
 
-std::vector<std::vector<int>> parseSlotPlan(const std::string& text) {
-  std::vector<std::vector<int>> plan;
+std::vector<HostSlots> parseSlotPlan(const std::string& text) {
+  std::vector<HostSlots> plan;
   std::istringstream hosts(text);
-  for (std::string host; std::getline(hosts, host, '|');) {
-    std::vector<int> slots;
-    std::istringstream items(host);
+  for (std::string entry; std::getline(hosts, entry, '|');) {
+    const size_t eq = entry.rfind('=');
+    BIGBATCH_REQUIRE(eq != std::string::npos, InvalidArgument,
+                     "{}='{}': '{}' is not HOST=SLOTS; it is set by bigbatch's supervisor "
+                     "(HOST=comma-separated slots, hosts separated by '|') — unset it",
+                     kSlotsEnv, text, entry);
+    HostSlots h{entry.substr(0, eq), {}};
+    std::istringstream items(entry.substr(eq + 1));
     for (std::string item; std::getline(items, item, ',');) {
       char* end = nullptr;
       const long slot = std::strtol(item.c_str(), &end, 10);
       BIGBATCH_REQUIRE(!item.empty() && *end == '\0' && slot >= 0 && slot < (1 << 20),
                        InvalidArgument,
                        "{}='{}': '{}' is not a slot number; it is set by bigbatch's supervisor "
-                       "(comma-separated slots, hosts separated by '|') — unset it",
+                       "(HOST=comma-separated slots, hosts separated by '|') — unset it",
                        kSlotsEnv, text, item);
-      slots.push_back(static_cast<int>(slot));
+      h.slots.push_back(static_cast<int>(slot));
     }
-    plan.push_back(std::move(slots));
+    plan.push_back(std::move(h));
   }
   return plan;
 }
 
-std::string formatSlotPlan(const std::vector<std::vector<int>>& plan) {
+std::string formatSlotPlan(const std::vector<HostSlots>& plan) {
   std::string out;
   for (size_t h = 0; h < plan.size(); ++h) {
     if (h > 0) out += '|';
-    for (size_t i = 0; i < plan[h].size(); ++i) {
+    out += plan[h].host + '=';
+    for (size_t i = 0; i < plan[h].slots.size(); ++i) {
       if (i > 0) out += ',';
-      out += std::to_string(plan[h][i]);
+      out += std::to_string(plan[h].slots[i]);
     }
   }
   return out;
 }
 
-std::optional<int> slotInPlan(const std::vector<std::vector<int>>& plan, int rank, int localRank) {
-  int first = 0;
-  for (const auto& slots : plan) {
-    const int n = static_cast<int>(slots.size());
-    if (rank < first + n) {
-      if (rank - first != localRank) return std::nullopt;
-      return slots[static_cast<size_t>(rank - first)];
-    }
-    first += n;
+std::optional<int> slotInPlan(const std::vector<HostSlots>& plan, const HostIdentity& host,
+                              int localRank) {
+  for (const HostSlots& h : plan) {
+    const bool mine = h.host.empty() ? plan.size() == 1 : namesHost(h.host, host);
+    if (!mine) continue;
+    if (localRank < 0 || static_cast<size_t>(localRank) >= h.slots.size()) return std::nullopt;
+    return h.slots[static_cast<size_t>(localRank)];
   }
   return std::nullopt;
 }
 
-int launchSlot(int rank, int localRank) {
+int launchSlot(int localRank) {
   const char* text = std::getenv(kSlotsEnv);
   if (text == nullptr || *text == '\0') return localRank;
-  return slotInPlan(parseSlotPlan(text), rank, localRank).value_or(localRank);
+  return slotInPlan(parseSlotPlan(text), thisHost(), localRank).value_or(localRank);
 }
 
 }  // namespace bigbatch

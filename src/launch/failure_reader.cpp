@@ -55,11 +55,17 @@ void FailureReader::pump() {
 }
 
 void FailureReader::scan(const std::string& line) {
+  // mpirun: "... process rank 1 with PID 77 on node h1 exited on signal 9";
+  // srun: "srun: error: h1: task 1: Killed" (or "tasks 2-3: ...": the first).
   static const std::regex mpiRank(R"(process rank (\d+) .*on node (\S+))");
+  static const std::regex srunTask(R"(^srun: error: (\S+): tasks? (\d+)[-,\d]*: )");
   std::smatch m;
   if (rank_ < 0 && std::regex_search(line, m, mpiRank)) {
     rank_ = std::stoi(m[1]);
     host_ = m[2];
+  } else if (rank_ < 0 && std::regex_search(line, m, srunTask)) {
+    rank_ = std::stoi(m[2]);
+    host_ = m[1];
   }
   if (reason_.empty() && line.rfind("bigbatch: ", 0) == 0 &&
       line.find("error") != std::string::npos) {

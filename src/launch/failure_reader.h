@@ -1,8 +1,8 @@
 // What a job's messages say about its failure, read from mpirun's stderr
 // while it is passed on to ours: the first bigbatch error line (bigbatch's
 // errors name their rank, "[rank 1] ..."), and the rank and host mpirun
-// names when a process died ("process rank 1 with PID 0 on node h1 exited
-// on signal 9"). The launcher and the supervisor print it again after the
+// or srun names when a process died ("process rank 1 with PID 0 on node h1
+// exited on signal 9"; "srun: error: h1: task 1: Killed"). The launcher and the supervisor print it again after the
 // job, so the named cause is the last thing a user reads, not mpirun's
 // help text.
 //

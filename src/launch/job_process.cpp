@@ -15,7 +15,7 @@ namespace bigbatch::launch_detail {
 TerminationSignalsBlocked::TerminationSignalsBlocked() {
   sigset_t set;
   sigemptyset(&set);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&set, sig);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) sigaddset(&set, sig);
   sigprocmask(SIG_BLOCK, &set, &old_);
 }
 
@@ -55,7 +55,7 @@ JobProcess startJobProcess(const std::vector<std::string>& command, const sigset
     // the unmask, or the death signal, must end the child, not be swallowed.
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
-    for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &dfl, nullptr);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGUSR1}) sigaction(sig, &dfl, nullptr);
     prctl(PR_SET_PDEATHSIG, SIGTERM);
     if (getppid() != parent) _exit(128 + SIGTERM);  // gone before prctl took hold
     sigprocmask(SIG_SETMASK, &signalMask, nullptr);

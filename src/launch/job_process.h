@@ -21,7 +21,8 @@
 
 namespace bigbatch::launch_detail {
 
-// SIGINT, SIGTERM and SIGHUP blocked while it lives.
+// SIGINT, SIGTERM, SIGHUP and SIGUSR1 (the stop request, common/stop_request.h)
+// blocked while it lives.
 class TerminationSignalsBlocked {
  public:
   TerminationSignalsBlocked();

@@ -16,22 +16,15 @@
 #include "bigbatch/comm/mpi_communicator.h"
 #include "bigbatch/common/cpu_affinity.h"
 #include "bigbatch/common/error.h"
+#include "bigbatch/common/stop_request.h"
+#include "bigbatch/common/supervision_env.h"
+#include "bigbatch/launch/rank_launcher.h"
+#include "bigbatch/launch/worker_placement.h"
 #include "failure_reader.h"
 #include "job_process.h"
+#include "slurm_requeue.h"
 
 namespace bigbatch {
-namespace {
-
-// Set by the launcher for its ranks: the CPUs each rank pins itself to.
-constexpr const char* kPinEnv = "BIGBATCH_CPUS_PER_RANK";
-
-// The nodes of the Slurm allocation this process runs in; 0: none.
-int slurmNodes() {
-  const char* nodes = std::getenv("SLURM_JOB_NUM_NODES");
-  return nodes != nullptr ? std::atoi(nodes) : 0;
-}
-
-}  // namespace
 
 std::vector<std::string> mpirunLauncher() {
   const char* value = std::getenv(kMpirunEnv);
@@ -48,16 +41,9 @@ std::vector<std::string> mpirunLauncher() {
 
 bool shouldLaunchWorkers(int workers) { return workers > 1 && !MpiCommunicator::launchedByMpi(); }
 
-std::vector<std::string> mpirunArguments(int workers, int threadsPerRank, int cpus, bool root,
-                                         int* pinCpusPerRank) {
+int cpusPerRank(int workers, int threadsPerRank, int cpus) {
   const int threads = threadsPerRank > 0 ? threadsPerRank : std::max(1, cpus / workers);
-  std::vector<std::string> args = {"mpirun", "-np", std::to_string(workers)};
-  if (root) args.push_back("--allow-run-as-root");
-  // Unbound: the ranks bind themselves (pinLaunchedRank), and mpirun's slot
-  // count (physical cores) must not refuse more ranks than that on SMT.
-  args.insert(args.end(), {"--oversubscribe", "--bind-to", "none"});
-  *pinCpusPerRank = static_cast<long long>(workers) * threads <= cpus ? threads : 0;
-  return args;
+  return static_cast<long long>(workers) * threads <= cpus ? threads : 0;
 }
 
 std::string thisBinary() {
@@ -68,48 +54,45 @@ std::string thisBinary() {
   return self;
 }
 
-std::vector<std::string> workerLaunch(int workers, int threadsPerRank,
+std::vector<std::string> workerLaunch(const RankLauncher& launcher, int workers,
+                                      int threadsPerRank,
                                       const std::vector<std::string>& trainArgs,
-                                      const std::vector<std::string>& hostArguments) {
+                                      const WorkerPlacement* placement) {
   const int cpus = std::max<int>(1, static_cast<int>(allowedCpus().size()));
-  int pin = 0;
-  std::vector<std::string> args =
-      mpirunArguments(workers, threadsPerRank, cpus, geteuid() == 0, &pin);
-  const bool usersLauncher = std::getenv(kMpirunEnv) != nullptr;
-  std::vector<std::string> launcher = mpirunLauncher();
-  if (!hostArguments.empty()) {
+  const int pin = launcher.ranksPinThemselves() ? cpusPerRank(workers, threadsPerRank, cpus) : 0;
+  std::vector<std::string> program = launcher.program();
+  const std::vector<std::string> hosts =
+      placement != nullptr ? launcher.hostArguments(*placement) : std::vector<std::string>();
+  if (!hosts.empty()) {
     // Ours replace the launcher's host list (a hostfile stays: --host then
     // picks among its hosts).
     std::vector<std::string> kept;
-    for (size_t i = 0; i < launcher.size(); ++i) {
-      const std::string& w = launcher[i];
+    for (size_t i = 0; i < program.size(); ++i) {
+      const std::string& w = program[i];
       if (w == "--host" || w == "-host" || w == "-H") {
         ++i;
       } else if (w.rfind("--host=", 0) != 0 && w.rfind("-host=", 0) != 0) {
         kept.push_back(w);
       }
     }
-    launcher = std::move(kept);
+    program = std::move(kept);
   }
-  args.erase(args.begin());
-  args.insert(args.begin(), launcher.begin(), launcher.end());
-  args.insert(args.begin() + static_cast<std::ptrdiff_t>(launcher.size()), hostArguments.begin(),
-              hostArguments.end());
-  // Ranks that may be on other hosts — a launcher of the user's, or mpirun
-  // inside a Slurm allocation of several nodes, which places them there —
-  // run on CPUs this machine's count says nothing about: no pinning.
-  if (usersLauncher || slurmNodes() > 1) pin = 0;
+  // What the ranks need, set here and handed to them explicitly below: their
+  // CPUs, and what the user's stdout is (their own is the launcher's pipe),
+  // so the progress bar is drawn only on a real terminal.
+  if (pin > 0) {
+    setenv(kCpusPerRankEnv, std::to_string(pin).c_str(), 1);
+  } else {
+    unsetenv(kCpusPerRankEnv);
+  }
+  setenv(kStdoutTtyEnv, isatty(STDOUT_FILENO) ? "1" : "0", 1);
+  std::vector<std::string> args = program;
+  for (const auto& part : {launcher.rankArguments(workers, geteuid() == 0), hosts,
+                           launcher.environmentArguments()}) {
+    args.insert(args.end(), part.begin(), part.end());
+  }
   args.push_back(thisBinary());
   args.insert(args.end(), trainArgs.begin(), trainArgs.end());
-  // The ranks inherit this environment: their CPUs, and what the user's
-  // stdout is (their own is mpirun's pipe), so the progress bar is drawn
-  // only on a real terminal.
-  if (pin > 0) {
-    setenv(kPinEnv, std::to_string(pin).c_str(), 1);
-  } else {
-    unsetenv(kPinEnv);
-  }
-  setenv("BIGBATCH_STDOUT_TTY", isatty(STDOUT_FILENO) ? "1" : "0", 1);
   return args;
 }
 
@@ -136,14 +119,17 @@ std::vector<std::string> argumentsWithout(int argc, char** argv,
 namespace {
 // The job's process group, for the handler below.
 std::atomic<pid_t> jobGroup{0};
+std::atomic<bool> stopAsked{false};
 void forwardToJob(int signal) {
+  if (signal == kStopSignal) stopAsked = true;
   if (const pid_t group = jobGroup.load(); group > 0) kill(-group, signal == SIGHUP ? SIGTERM : signal);
 }
 }  // namespace
 
-int launchWorkers(int workers, int threadsPerRank, int argc, char** argv) {
-  const std::vector<std::string> args =
-      workerLaunch(workers, threadsPerRank, argumentsWithout(argc, argv, {"--workers"}, {}));
+int launchWorkers(const RankLauncher& launcher, int workers, int threadsPerRank, int argc,
+                  char** argv) {
+  const std::vector<std::string> args = workerLaunch(
+      launcher, workers, threadsPerRank, argumentsWithout(argc, argv, {"--workers"}, {}));
   std::fflush(stdout);
   std::fflush(stderr);
   // Signals that end the job go to it (mpirun, in a group of its own, ends
@@ -153,11 +139,11 @@ int launchWorkers(int workers, int threadsPerRank, int argc, char** argv) {
   struct sigaction forward {};
   forward.sa_handler = forwardToJob;
   sigemptyset(&forward.sa_mask);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaction(sig, &forward, nullptr);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, kStopSignal}) sigaction(sig, &forward, nullptr);
   const launch_detail::JobProcess job = launch_detail::startJobProcess(
       args, blocked->previous(),
       fmt::format("install openmpi-bin (scripts/setup), correct {}, or run with --workers 1",
-                  kMpirunEnv));
+                  launcher.name() == std::string("srun") ? "run.launcher (srun: inside a Slurm allocation)" : kMpirunEnv));
   launch_detail::FailureReader reader(job.stderrFd);
   jobGroup = job.pid;
   blocked.reset();
@@ -171,6 +157,11 @@ int launchWorkers(int workers, int threadsPerRank, int argc, char** argv) {
   reader.finish(std::chrono::seconds(10));
   jobGroup = 0;
   const int status = WIFSIGNALED(wstatus) ? 128 + WTERMSIG(wstatus) : WEXITSTATUS(wstatus);
+  // Every rank checkpointed at one step and stopped (SIGUSR1): requeued
+  // under Slurm.
+  if (status == kStoppedExitStatus || (stopAsked && status != 0)) {
+    return launch_detail::endStoppedJob();
+  }
   if (status != 0 && !reader.reason().empty()) {
     // mpirun's own report (its help text, the lines of an aborting job)
     // comes after the ranks' messages; the cause goes last, where a user
@@ -182,7 +173,7 @@ int launchWorkers(int workers, int threadsPerRank, int argc, char** argv) {
 }
 
 void pinLaunchedRank() {
-  const char* perRank = std::getenv(kPinEnv);
+  const char* perRank = std::getenv(kCpusPerRankEnv);
   const char* localRank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
   if (!perRank || !localRank) return;
   const int n = std::atoi(perRank), local = std::atoi(localRank);

@@ -24,12 +24,16 @@
 #include "bigbatch/ckpt/atomic_file.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/process_start.h"
+#include "bigbatch/common/rank_placement.h"
+#include "bigbatch/common/stop_request.h"
 #include "bigbatch/common/supervision_env.h"
 #include "bigbatch/launch/job_mlperf_log.h"
 #include "bigbatch/launch/launch_workers.h"
+#include "bigbatch/launch/rank_launcher.h"
 #include "bigbatch/launch/worker_placement.h"
 #include "failure_reader.h"
 #include "job_process.h"
+#include "slurm_requeue.h"
 
 namespace bigbatch {
 namespace {
@@ -40,12 +44,19 @@ using Clock = std::chrono::steady_clock;
 // The process group of the running attempt, for the signal handler.
 std::atomic<pid_t> runningGroup{0};
 std::atomic<int> interruptedBy{0};
+std::atomic<bool> stopAsked{false};
 
 // SIGINT, SIGTERM and SIGHUP (the terminal gone) end the job without a
 // restart. The job gets SIGTERM for a SIGHUP: its processes are in a
 // process group of their own, which the terminal's hang-up does not reach.
+// SIGUSR1 asks the job to stop at a checkpoint (common/stop_request.h):
+// passed on (mpirun and srun pass it to the ranks), and no attempt follows.
 void forwardToJob(int signal) {
-  interruptedBy = signal;
+  if (signal == kStopSignal) {
+    stopAsked = true;
+  } else {
+    interruptedBy = signal;
+  }
   if (const pid_t group = runningGroup.load(); group > 0) {
     kill(-group, signal == SIGHUP ? SIGTERM : signal);
   }
@@ -167,7 +178,7 @@ std::optional<int> runAttempt(const std::vector<std::string>& command, int worke
   // The job does not outlive its supervisor (a SIGKILL, the OOM killer):
   // mpirun gets SIGTERM when this process is gone, and ends the ranks it
   // started (the ranks also watch the supervisor themselves:
-  // src/train/supervisor_watch.h).
+  // src/train/watch/supervisor_watch.h).
   const launch_detail::JobProcess job = launch_detail::startJobProcess(
       command, blocked->previous(),
       fmt::format("install openmpi-bin (scripts/setup) or correct {} to start {} workers",
@@ -177,8 +188,12 @@ std::optional<int> runAttempt(const std::vector<std::string>& command, int worke
   runningGroup = child;
   blocked.reset();  // a signal that came meanwhile is delivered now, and forwarded
   int wstatus = 0;
-  while (waitpid(child, &wstatus, 0) < 0 && errno == EINTR) {
+  pid_t waited = -1;
+  while ((waited = waitpid(child, &wstatus, 0)) < 0 && errno == EINTR) {
   }
+  // A status that cannot be had (ECHILD: something reaped it) is a
+  // failure, as for launchWorkers: never a success that was not seen.
+  if (waited < 0) wstatus = 1 << 8;
   endAttempt(child);
   runningGroup = 0;
   reader.finish();
@@ -359,6 +374,7 @@ class SupervisionScope {
  public:
   SupervisionScope() {
     interruptedBy = 0;
+    stopAsked = false;
     prctl(PR_GET_CHILD_SUBREAPER, &wasSubreaper_);
     // Orphans of an attempt (a rank whose daemon died first) become this
     // process's children instead of init's, for endAttempt to end and reap.
@@ -371,25 +387,35 @@ class SupervisionScope {
   ~SupervisionScope() {
     for (size_t i = 0; i < kSignals.size(); ++i) sigaction(kSignals[i], &previous_[i], nullptr);
     prctl(PR_SET_CHILD_SUBREAPER, wasSubreaper_);
-    for (const char* name : {kSupervisorEnv, kStepFileEnv, kRestartCountEnv}) unsetenv(name);
+    // Every variable the supervision set: a second supervision in this
+    // process starts as the first did (its own clock, every slot).
+    for (const char* name : {kSupervisorEnv, kStepFileEnv, kRestartCountEnv, kSlotsEnv,
+                             kJobRunStartEnv, kPlacementFileEnv}) {
+      unsetenv(name);
+    }
   }
   SupervisionScope(const SupervisionScope&) = delete;
   SupervisionScope& operator=(const SupervisionScope&) = delete;
 
  private:
-  static constexpr std::array<int, 3> kSignals = {SIGINT, SIGTERM, SIGHUP};
+  static constexpr std::array<int, 4> kSignals = {SIGINT, SIGTERM, SIGHUP, kStopSignal};
   int wasSubreaper_ = 0;
-  std::array<struct sigaction, 3> previous_{};
+  std::array<struct sigaction, 4> previous_{};
 };
 
 int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
   const SupervisionScope scope;
+  const std::unique_ptr<RankLauncher> launcher = RankLauncher::named(s.launcher);
   setenv(kSupervisorEnv, supervisorIdentity().c_str(), 1);
-  // Where the workers run, to leave a lost one's slot out (worker_placement.h).
+  // Where the workers run, to leave a lost one's slot out (worker_placement.h):
+  // the launcher's hosts, and where each rank of an attempt said it ran.
   std::string unplaced;
   std::optional<WorkerPlacement> placement =
-      WorkerPlacement::forLauncher(mpirunLauncher(), s.workers, &unplaced);
+      WorkerPlacement::forLauncher(launcher->program(), s.workers, &unplaced);
   unsetenv(kSlotsEnv);
+  unsetenv(kJobRunStartEnv);
+  const fs::path placementFile = fs::path(s.runDir) / ".supervisor_placement.json";
+  setenv(kPlacementFileEnv, placementFile.c_str(), 1);
 
   std::vector<Failure> failures;
   std::vector<AttemptLog> attemptLogs;  // once an attempt has failed
@@ -400,32 +426,61 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
   // where rank 0 marks its steps.
   const fs::path stepFile = fs::path(s.runDir) / ".supervisor_step";
   setenv(kStepFileEnv, stepFile.c_str(), 1);
-  std::error_code ignored;
+  // The files an attempt's ranks write for this process, gone with it.
+  const auto removeAttemptFiles = [&] {
+    std::error_code ignored;
+    fs::remove(stepFile, ignored);
+    fs::remove(placementFile, ignored);
+  };
   for (int attempt = 1;; ++attempt) {
     setenv(kRestartCountEnv, std::to_string(attempt - 1).c_str(), 1);
-    fs::remove(stepFile, ignored);
+    removeAttemptFiles();
     const auto command = workerLaunch(
-        world, s.threadsPerRank, attemptArguments(argc, argv, s, attempt, fromCheckpoint, world),
-        placement && placement->dropped() ? placement->hostArguments()
-                                          : std::vector<std::string>());
+        *launcher, world, s.threadsPerRank,
+        attemptArguments(argc, argv, s, attempt, fromCheckpoint, world),
+        placement && placement->dropped() ? &*placement : nullptr);
     if (attempt > 1 && s.betweenAttempts) s.betweenAttempts(attempt);
+    if (stopAsked) {  // between two attempts: nothing to stop, the newest checkpoint stands
+      removeAttemptFiles();
+      writeJobLog(s.runDir, attemptLogs);
+      return launch_detail::endStoppedJob();
+    }
     const auto start = Clock::now();
     Failure f;
     const std::optional<int> started = runAttempt(command, world, f);
     if (!started) {
       std::fprintf(stderr, "bigbatch: interrupted (signal %d) before attempt %d; not restarting\n",
                    interruptedBy.load(), attempt);
-      fs::remove(stepFile, ignored);
+      removeAttemptFiles();
       writeJobLog(s.runDir, attemptLogs);
       return 128 + interruptedBy.load();
     }
-    const int wstatus = *started;
+    int wstatus = *started;
+    // A launcher that says 0 for a job that never ran (srun when its step
+    // could not be launched) must not end the job as done: a finished run
+    // leaves summary.json (rank 0, at its end).
+    const bool unfinished = WIFEXITED(wstatus) && WEXITSTATUS(wstatus) == 0 &&
+                            !fs::exists(fs::path(s.runDir) / "summary.json");
+    if (unfinished) wstatus = 1 << 8;
     f.attempt = attempt;
     f.workers = world;
-    f.cause = describeStatus(wstatus, f.status);
+    f.cause = unfinished ? "the launcher exited 0, but the run wrote no summary.json: it did not "
+                           "finish (its ranks never started, or they ended early)"
+                         : describeStatus(wstatus, f.status);
+    if (unfinished) f.status = 1;
     f.failedAtStep = lastStepIn(stepFile);
+    // Stopped on request (SIGUSR1 to this process, or to the ranks
+    // directly): no restart here — the allocation is about to end; the job
+    // is requeued and continues from the checkpoint every rank wrote.
+    if (f.status == kStoppedExitStatus || stopAsked) {
+      removeAttemptFiles();
+      attemptLogs.push_back(takeAttemptLog(s.runDir));
+      writeJobLog(s.runDir, attemptLogs);
+      if (!failures.empty()) writeJsonFile(fs::path(s.runDir) / "restarts.json", failuresJson(failures));
+      return launch_detail::endStoppedJob();
+    }
     if (f.status == 0) {
-      fs::remove(stepFile, ignored);
+      removeAttemptFiles();
       if (!failures.empty()) {
         attemptLogs.push_back(takeAttemptLog(s.runDir));
         writeJobLog(s.runDir, attemptLogs);
@@ -437,7 +492,7 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
     if (interruptedBy != 0) {
       std::fprintf(stderr, "bigbatch: interrupted (signal %d); not restarting\n",
                    interruptedBy.load());
-      fs::remove(stepFile, ignored);
+      removeAttemptFiles();
       return 128 + interruptedBy.load();  // ended by that signal, as a shell reports it
     }
     f.seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -465,7 +520,7 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
     if (interruptedBy != 0) {  // between the attempt's end and here
       std::fprintf(stderr, "bigbatch: interrupted (signal %d); not restarting\n",
                    interruptedBy.load());
-      fs::remove(stepFile, ignored);
+      removeAttemptFiles();
       writeJobLog(s.runDir, attemptLogs);
       return 128 + interruptedBy.load();
     }
@@ -478,19 +533,23 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
                    f.rank, world, s.workers, minWorkers, static_cast<long long>(s.globalBatch),
                    static_cast<long long>(accumulationFor(s, world)),
                    static_cast<long long>(s.batchPerRank));
-      // Not the highest rank: the lost one's own place (its GPU, its host).
+      // Not the highest rank: the lost one's own place (its GPU, its host),
+      // as the attempt's ranks reported it.
+      const std::vector<RankPlace> places = readRankPlacement(placementFile.string());
+      if (!placement && !places.empty()) placement = WorkerPlacement::fromReports(places);
       if (placement) {
-        const std::string where = placement->drop(f.rank);
+        const std::string where = placement->drop(f.rank, places);
         setenv(kSlotsEnv, placement->slotPlan().c_str(), 1);
-        const auto hosts = placement->hostArguments();
+        std::string next;
+        for (const auto& w : launcher->hostArguments(*placement)) next += (next.empty() ? "" : " ") + w;
         std::fprintf(stderr, "bigbatch: left out: %s%s%s\n", where.c_str(),
-                     hosts.empty() ? "" : "; the next attempts run on ",
-                     hosts.empty() ? "" : hosts[1].c_str());
+                     next.empty() ? "" : "; the next attempts run with ", next.c_str());
       } else {
         std::fprintf(stderr,
-                     "bigbatch: warning: rank %d's place cannot be left out (%s): the next "
-                     "attempt takes the first %d slots, which may include it; give the launcher "
-                     "a hostfile with slots=N (BIGBATCH_MPIRUN)\n",
+                     "bigbatch: warning: rank %d's place cannot be left out (%s, and the "
+                     "attempt failed before its ranks said where they ran): the next attempt "
+                     "takes the first %d slots, which may include it; give the launcher a "
+                     "hostfile with slots=N (BIGBATCH_MPIRUN)\n",
                      f.rank, unplaced.c_str(), world);
       }
     }
@@ -502,7 +561,7 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
                  "restart %d of %d from %s\n",
                  attempt, describe(f).c_str(), f.seconds, attempt, s.maxRestarts, from.c_str());
   }
-  fs::remove(stepFile, ignored);
+  removeAttemptFiles();
   writeJobLog(s.runDir, attemptLogs);
   std::fprintf(stderr,
                "bigbatch: error: the job failed %zu time(s), giving up after %d restart(s) "

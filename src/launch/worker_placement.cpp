@@ -4,7 +4,9 @@
 
 #include <cstdlib>
 #include <fstream>
+#include <algorithm>
 #include <regex>
+#include <tuple>
 #include <sstream>
 
 #include "bigbatch/common/error.h"
@@ -110,6 +112,20 @@ std::optional<WorkerPlacement> WorkerPlacement::forLauncher(
   return p;
 }
 
+WorkerPlacement WorkerPlacement::fromReports(const std::vector<RankPlace>& places) {
+  WorkerPlacement p;
+  for (const RankPlace& r : places) {
+    int h = p.hostOf(r);
+    if (h < 0) {
+      p.hosts_.push_back({r.host.name, {}});
+      h = static_cast<int>(p.hosts_.size()) - 1;
+    }
+    auto& slots = p.hosts_[static_cast<size_t>(h)].slots;
+    slots.insert(std::upper_bound(slots.begin(), slots.end(), r.slot), r.slot);
+  }
+  return p;
+}
+
 int WorkerPlacement::workers() const {
   int n = 0;
   for (const Host& h : hosts_) n += static_cast<int>(h.slots.size());
@@ -128,8 +144,27 @@ std::pair<int, int> WorkerPlacement::placeOf(int rank) const {
   return {-1, -1};  // unreachable: the require above
 }
 
-std::string WorkerPlacement::drop(int rank) {
-  const auto [h, slot] = placeOf(rank);
+int WorkerPlacement::hostOf(const RankPlace& place) const {
+  if (hosts_.size() == 1 && hosts_[0].name.empty()) return 0;  // the one local host
+  for (size_t h = 0; h < hosts_.size(); ++h) {
+    if (namesHost(hosts_[h].name, place.host)) return static_cast<int>(h);
+  }
+  return -1;
+}
+
+std::string WorkerPlacement::drop(int rank, const std::vector<RankPlace>& places) {
+  int h = -1, slot = -1;
+  for (const RankPlace& r : places) {
+    if (r.rank != rank) continue;
+    h = hostOf(r);
+    slot = r.slot;
+    if (h >= 0) {
+      const auto& slots = hosts_[static_cast<size_t>(h)].slots;
+      if (std::find(slots.begin(), slots.end(), slot) == slots.end()) h = -1;
+    }
+  }
+  const bool reported = h >= 0;
+  if (!reported) std::tie(h, slot) = placeOf(rank);
   Host& host = hosts_[static_cast<size_t>(h)];
   host.slots.erase(std::find(host.slots.begin(), host.slots.end(), slot));
   dropped_ = true;
@@ -139,22 +174,13 @@ std::string WorkerPlacement::drop(int rank) {
     out += ", its last: the host";
     hosts_.erase(hosts_.begin() + h);
   }
+  if (!reported) out += " (as mapping by slot places it: the rank never said where it ran)";
   return out;
 }
 
-std::vector<std::string> WorkerPlacement::hostArguments() const {
-  if (hosts_.size() == 1 && hosts_[0].name.empty()) return {};
-  std::string list;
-  for (const Host& h : hosts_) {
-    if (!list.empty()) list += ',';
-    list += fmt::format("{}:{}", h.name, h.slots.size());
-  }
-  return {"--host", list};
-}
-
 std::string WorkerPlacement::slotPlan() const {
-  std::vector<std::vector<int>> plan;
-  for (const Host& h : hosts_) plan.push_back(h.slots);
+  std::vector<HostSlots> plan;
+  for (const Host& h : hosts_) plan.push_back({h.name, h.slots});
   return formatSlotPlan(plan);
 }
 

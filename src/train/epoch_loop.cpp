@@ -10,24 +10,22 @@
 
 #include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/common/error.h"
+#include "bigbatch/common/logging.h"
 #include "bigbatch/data/sampler.h"
 #include "bigbatch/models/scripted_model.h"
 #include "bigbatch/schedule/piecewise_linear.h"
 #include "bigbatch/train/step_profiler.h"
+#include "bigbatch/common/stop_request.h"
 #include "bigbatch/common/supervision_env.h"
 #include "evaluation.h"
-#include "model_state.h"
-#include "run_checkpointer.h"
-#include "step_marker.h"
+#include "run/model_state.h"
+#include "run/run_checkpointer.h"
+#include "run_facts.h"
+#include "watch/step_marker.h"
+#include "watch/stop_watch.h"
 
 namespace bigbatch::train_detail {
 namespace {
-
-using Clock = std::chrono::steady_clock;
-
-double secondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 // This rank's micro-batches of an epoch from step `firstStep` on, in
 // training order: each step's shard cut into `accumulation` parts.
@@ -45,69 +43,7 @@ std::vector<std::vector<int64_t>> microBatches(const ShardPlan& plan, int64_t fi
   return out;
 }
 
-// What one epoch's steps leave behind on this rank.
-struct EpochSteps {
-  int64_t globalBatch = 0;  // under the batch-size schedule
-  StepTimes times;          // this rank's step-time breakdown
-  double trainS = 0;        // wall time of the steps
-  double lr = 0;            // of the last step
-  double momentum = 0;
-};
-
-// The loop over the epochs, on the parts set-up built. Its own state is
-// the run's clock and whether train.stop_after_epoch paused it; the run's
-// position and totals are run.state, which every checkpoint snapshots.
-class EpochLoop {
- public:
-  EpochLoop(RunComponents& run, RunRecorder& recorder, const TrainOptions& options)
-      : run_(run),
-        recorder_(recorder),
-        options_(options),
-        recipe_(run.recipe),
-        state_(run.state),
-        rank_(run.start.rank),
-        worldSize_(run.start.worldSize),
-        stepMarker_(run.lead) {
-    if (!options.profilePath.empty() && run.lead) {
-      profiler_ = std::make_unique<StepProfiler>(options.profilePath, options.profileFirstStep,
-                                                 options.profileLastStep);
-    }
-  }
-
-  TrainResult run();
-
- private:
-  EpochSteps trainEpoch();
-  void trainOneStep(DeviceFeed& feed, int64_t stepsInEpoch, EpochSteps& e);
-  void checkpointMidEpoch(int64_t stepsInEpoch);
-  void settleSteps();
-  // Top-1 and top-5 test accuracy on evaluation epochs.
-  std::optional<std::pair<double, double>> evaluateIfDue(double& evalS);
-  void agreeOnBatchNormStatistics(std::vector<torch::Tensor>& own);
-  EpochRecord closeEpoch(const EpochSteps& e);
-  bool stopOrCheckpoint(const EpochRecord& record);
-  TrainResult finish();
-  // A failing run tells the other ranks and closes its MLPerf log.
-  void abortRun(const std::string& message);
-  double elapsedNow() const { return run_.elapsedBefore + secondsSince(runStart_); }
-  void continueJobClock();
-  JobCollectives& job() { return *run_.exchange.job; }
-  DistributedDataParallel& ddp() { return *run_.exchange.ddp; }
-  DynamicLossScaler* scaler() { return run_.optimization.scaler.get(); }
-
-  RunComponents& run_;
-  RunRecorder& recorder_;
-  const TrainOptions& options_;
-  const RunRecipe& recipe_;
-  RunState& state_;
-  const int rank_, worldSize_;
-  Clock::time_point runStart_;
-  StepMarker stepMarker_;  // for the supervisor (--max-restarts)
-  bool paused_ = false;  // train.stop_after_epoch ended this invocation
-  std::unique_ptr<StepProfiler> profiler_;  // --profile-steps (rank 0)
-  EpochRecord lastEpoch_;                   // for TrainResult's last-epoch figures
-  int64_t lastEpochSteps_ = 0;
-};
+}  // namespace
 
 // An attempt that `bigbatch train --max-restarts` restarted: the run's
 // seconds so far are the wall clock since the first attempt's run_start (the
@@ -122,6 +58,10 @@ void EpochLoop::continueJobClock() {
                             .count();
   const double sinceFirst = static_cast<double>(nowMs - std::atoll(first)) / 1000.0;
   if (sinceFirst > run_.elapsedBefore) run_.elapsedBefore = sinceFirst;
+  const char* restart = std::getenv(kRestartCountEnv);
+  log().info("restart {} of a supervised job: time to train counts from the job's first "
+             "run_start ({} ms), {:.1f} s ago",
+             restart != nullptr ? restart : "?", first, sinceFirst);
 }
 
 TrainResult EpochLoop::run() {
@@ -143,6 +83,7 @@ TrainResult EpochLoop::run() {
   try {
     while (state_.epoch <= recipe_.epochs && !paused_) {
       const EpochSteps steps = trainEpoch();
+      if (stoppedMidEpoch_) break;
       const EpochRecord record = closeEpoch(steps);
       if (stopOrCheckpoint(record)) break;
     }
@@ -202,6 +143,13 @@ EpochSteps EpochLoop::trainEpoch() {
   const auto start = Clock::now();
   while (state_.stepInEpoch < plan.steps) {
     trainOneStep(feed, plan.steps, e);
+    // A stop at the epoch's last step waits for the epoch to close
+    // (stopOrCheckpoint); before it, it stops here.
+    if (stopWatch_.due() && state_.stepInEpoch < plan.steps) {
+      checkpointNow();
+      stoppedMidEpoch_ = stopped_ = true;
+      return e;
+    }
     checkpointMidEpoch(plan.steps);
   }
   settleSteps();  // on a GPU: the last step's outcome and the epoch's tallies
@@ -261,221 +209,15 @@ void EpochLoop::settleSteps() {
 void EpochLoop::checkpointMidEpoch(int64_t stepsInEpoch) {
   const int64_t every = recipe_.ckpt.everySteps;
   if (every <= 0 || state_.globalStep % every != 0 || state_.stepInEpoch >= stepsInEpoch) return;
+  checkpointNow();
+}
+
+void EpochLoop::checkpointNow() {
   settleSteps();
   state_.elapsedS = elapsedNow();
   if (scaler()) state_.lossScale = scaler()->state();
   run_.checkpointer->save(state_);
 }
-
-// Test accuracy, top-1 and top-5, on evaluation epochs (every
-// train.eval_every, and the last), sharded over the ranks; `evalS` gets the
-// seconds it took. In-memory data is evaluated as stored; CIFAR-10 and
-// folders through the input pipeline with the validation crop.
-std::optional<std::pair<double, double>> EpochLoop::evaluateIfDue(double& evalS) {
-  const int64_t epoch = state_.epoch;
-  if (epoch % recipe_.evalEvery != 0 && epoch != recipe_.epochs &&
-      epoch != recipe_.stopAfterEpoch) {
-    return std::nullopt;
-  }
-  recorder_.evalStart(epoch);
-  const auto start = Clock::now();
-  std::vector<torch::Tensor> own;
-  agreeOnBatchNormStatistics(own);
-  EvalSettings evalSettings;
-  evalSettings.batch = recipe_.evalBatch;
-  evalSettings.channelsLast = recipe_.channelsLast;
-  evalSettings.precision = recipe_.precision;
-  evalSettings.device = run_.start.device.device;
-  evalSettings.rank = rank_;
-  evalSettings.worldSize = worldSize_;
-  evalSettings.flip = recipe_.evalFlip;
-  evalSettings.gpuDecode = run_.input.gpu.get();
-  const TrainingData& data = run_.data;
-  const EvalCounts mine = data.inMemory()
-                              ? evaluateShard(*run_.model, data.testSet, evalSettings)
-                              : evaluateSourceShard(*run_.model, data.test, data.evalAugment,
-                                                    run_.input.pipeline, evalSettings);
-  if (!own.empty()) restoreFloatBuffers(*run_.model, own);
-  run_.fault->injectIfDue("evaluation", state_.globalStep);
-  const auto sums =
-      job().allreduceSum({static_cast<double>(mine.top1), static_cast<double>(mine.top5),
-                          static_cast<double>(mine.samples)});
-  BIGBATCH_REQUIRE(sums[2] > 0, IoError,
-                   "no test sample could be evaluated (every one was skipped as unreadable)");
-  const double top1 = sums[0] / sums[2], top5 = sums[1] / sums[2];
-  evalS = secondsSince(start);
-  if (Timeline* tl = run_.exchange.timeline.get(); tl && tl->active()) {
-    tl->record("evaluation", Timeline::kComputeThread, start, Clock::now(),
-               fmt::format(R"("epoch":{})", epoch));
-  }
-  recorder_.evalResult(epoch, top1, top5);
-  state_.finalAccuracy = top1;
-  state_.bestAccuracy = std::max(state_.bestAccuracy, top1);
-  state_.finalTop5 = top5;
-  state_.bestTop5 = std::max(state_.bestTop5, top5);
-  return std::make_pair(top1, top5);
-}
-
-// Every rank evaluates its shard with the same BatchNorm statistics, the
-// ones model.pt holds, so the accuracy reported is that of the saved model:
-// by default their mean over the ranks, kept (averaging is linear in the
-// running averages' updates, so training on from the mean is the mean of
-// training on from each); with train.average_bn_stats = false rank 0's,
-// each rank's own given back in `own` to restore after the evaluation.
-void EpochLoop::agreeOnBatchNormStatistics(std::vector<torch::Tensor>& own) {
-  if (worldSize_ == 1) return;
-  if (recipe_.averageBnStats) {
-    job().averageBuffers(*run_.model, run_.model->frozenParameterNames());
-    return;
-  }
-  own = floatBuffers(*run_.model);
-  job().broadcastBuffers(*run_.model, 0, run_.model->frozenParameterNames());
-}
-
-// The epoch's totals over the ranks, its evaluation, and its record
-// (metrics.csv row and terminal line).
-EpochRecord EpochLoop::closeEpoch(const EpochSteps& e) {
-  // The exposed wait per rank as min and max, since waiting for a slower
-  // rank looks like communication.
-  const StepTally& t = state_.epochTally;
-  ddp().waitWeights();  // partitioned: the last step's weights, before evaluating them
-  const auto totals = job().allreduceSum({t.lossSum, t.correct, t.seen});
-  const auto waitMax = job().allreduceMax({e.times.comm, e.trainS});
-  const auto waitMin = job().allreduceMin({e.times.comm});
-  state_.trainSeconds += waitMax[1];
-  state_.trainImages += static_cast<int64_t>(totals[2]);
-
-  EpochRecord r;
-  if (const auto acc = evaluateIfDue(r.evalS)) {
-    r.testAcc = acc->first;
-    r.testTop5 = acc->second;
-  }
-  r.epoch = state_.epoch;
-  r.step = state_.globalStep;
-  r.lr = e.lr;
-  r.momentum = e.momentum;
-  r.trainLoss = totals[0] / totals[2];
-  r.trainAcc = totals[1] / totals[2];
-  r.epochTimeS = e.trainS;
-  r.imgS = totals[2] / waitMax[1];
-  r.elapsedS = elapsedNow();
-  r.times = e.times;
-  r.commWaitMinS = waitMin[0];
-  r.commWaitMaxS = waitMax[0];
-  r.globalBatch = e.globalBatch;
-  r.skippedSteps = state_.epochSkipped;
-  r.lossScale = scaler() ? scaler()->scale() : 1.0;
-  if (r.epoch == 1) state_.firstLoss = r.trainLoss;
-  state_.lastLoss = r.trainLoss;
-  state_.epochsDone = r.epoch;
-  recorder_.epochRecord(r, recipe_.epochs);
-  lastEpoch_ = r;
-  return r;
-}
-
-// Whether the run stops after this epoch (the target reached, with
-// train.stop_at_target); the epoch-end checkpoint when one is due.
-bool EpochLoop::stopOrCheckpoint(const EpochRecord& record) {
-  bool stop = false;
-  const std::optional<double> metric = recipe_.targetTop5 ? record.testTop5 : record.testAcc;
-  if (metric && *metric >= recipe_.targetAccuracy && !state_.reachedTarget) {
-    state_.reachedTarget = true;
-    state_.timeToTargetS = elapsedNow();
-    stop = recipe_.stopAtTarget;
-  }
-  const int64_t epoch = state_.epoch;
-  ++state_.epoch;
-  state_.stepInEpoch = 0;
-  state_.epochTally = {};
-  state_.epochSkipped = 0;
-  state_.elapsedS = record.elapsedS;
-  if (scaler()) state_.lossScale = scaler()->state();
-  // train.stop_after_epoch: a pause, checkpointed, that a resume continues.
-  if (!stop && epoch == recipe_.stopAfterEpoch && epoch < recipe_.epochs) {
-    paused_ = true;
-    stop = true;
-  }
-  const int64_t every = recipe_.ckpt.everyEpochs;
-  if (stop || epoch == recipe_.epochs || (every > 0 && epoch % every == 0)) {
-    run_.checkpointer->save(state_);
-  }
-  return stop;
-}
-
-// After the last epoch: the timeline, run_stop, model.pt (and a TorchScript
-// model's model.jit.pt) and summary.json.
-TrainResult EpochLoop::finish() {
-  const bool lead = run_.lead;
-  run_.checkpointer->flush();  // the last checkpoint on disk before the run reports done
-  RunDir* runDir = run_.start.runDir.get();
-  if (Timeline* tl = run_.exchange.timeline.get()) {
-    // Rank 0 collects every rank's events into one file.
-    const auto parts = job().gatherToRoot(tl->eventsJson());
-    if (lead) {
-      Timeline::write(options_.timelinePath, parts);
-      if (recorder_.prints()) {
-        fmt::print("timeline ({} rank(s)) written to {}\n", parts.size(), options_.timelinePath);
-      }
-    }
-  }
-  TrainResult result;
-  state_.copyTo(result);
-  result.paused = paused_;
-  result.targetAccuracy = recipe_.targetAccuracy;
-  result.targetMetric = recipe_.targetTop5 ? "top5" : "top1";
-  result.globalBatchSize = recipe_.globalBatch;
-  result.worldSize = worldSize_;
-  result.runDir = runDir ? runDir->path() : std::string();
-  result.trainTimeS = elapsedNow();
-  result.throughputImgS =
-      state_.trainSeconds > 0 ? static_cast<double>(state_.trainImages) / state_.trainSeconds : 0;
-  result.lastEpochImgS = lastEpoch_.imgS;
-  result.lastEpochS = lastEpoch_.epochTimeS;
-  result.lastEpochSteps = lastEpochSteps_;
-  recorder_.closeMlperf(result.reachedTarget ? "success" : "aborted");
-
-  Optimizer& optimizer = *run_.optimization.optimizer;
-  RunFacts facts;
-  facts.initSeconds = recorder_.initSeconds();
-  facts.threadsPerRank = run_.threads.perRank;
-  facts.allowedCpusPerRank = run_.threads.fewestAllowedCpus;
-  facts.device = run_.start.device.description;
-
-  facts.accumulationSteps = recipe_.accumulation;
-  facts.virtualWorkers = recipe_.step.groups;
-  facts.optimizer = recipe_.optimizer.name;
-  facts.kfac = optimizer.kfac() != nullptr;
-  facts.peakLr = recipe_.peakLr;
-  facts.precision = precisionName(recipe_.precision);
-  facts.exchangeDtype = recipe_.exchangeDtype;
-  facts.lossScaling = scaler() != nullptr;
-  facts.finalLossScale = scaler() ? scaler()->scale() : 1.0;
-  facts.exchangeBytesPerStep = ddp().wireBytesPerStep();
-  facts.compression = recipe_.compressionName;
-  facts.compressionRatio =
-      facts.exchangeBytesPerStep > 0
-          ? static_cast<double>(ddp().fp32BytesPerStep()) / facts.exchangeBytesPerStep
-          : 1.0;
-  facts.partition = ddp().partitioned() ? "optimizer" : "none";
-  facts.fusionBytes = static_cast<int64_t>(ddp().fusionBytes());
-  facts.optimizerStateBytes = optimizer.stateBytes();
-  facts.model = recipe_.modelName;
-  facts.parameters = countParameters(*run_.model);
-  facts.checkpoints = run_.checkpointer->saves();
-  facts.checkpointWaitS = run_.checkpointer->waitSeconds();
-  facts.checkpointBackground = recipe_.ckpt.background;
-  facts.allreduceTuned = ddp().allreduceChoices();
-  ddp().waitWeights();
-  // Rank 0's weights and BatchNorm statistics, readable by torch.load.
-  if (runDir) saveStateDict(*run_.model, runDir->file("model.pt"), run_.model->tensorAliases());
-  // A user's TorchScript module goes back with them, for torch.jit.load.
-  auto* scripted = dynamic_cast<ScriptedClassifierImpl*>(run_.model.get());
-  if (runDir && scripted) scripted->saveForEvaluation(runDir->file("model.jit.pt"));
-  recorder_.summary(result, facts);
-  return result;
-}
-
-}  // namespace
 
 TrainResult runEpochs(RunComponents& run, RunRecorder& recorder, const TrainOptions& options) {
   return EpochLoop(run, recorder, options).run();

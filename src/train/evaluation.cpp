@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "bigbatch/data/batch.h"
-#include "device_feed.h"
+#include "step/device_feed.h"
 
 namespace bigbatch::train_detail {
 namespace {

@@ -17,10 +17,10 @@
 
 #include "bigbatch/common/config.h"
 #include "bigbatch/data/gpu_jpeg_pipeline.h"
-#include "fault_injection.h"
-#include "recipe.h"
-#include "run_start.h"
-#include "run_state.h"
+#include "watch/fault_injection.h"
+#include "recipe/recipe.h"
+#include "run/run_start.h"
+#include "run/run_state.h"
 #include "training_data.h"
 
 // The parts recipe.h does not already declare.

@@ -15,9 +15,9 @@
 #include "bigbatch/models/scripted_model.h"
 #include "bigbatch/schedule/piecewise_linear.h"
 #include "bigbatch/train/partitioned_state.h"
-#include "gpu_exchange.h"
-#include "model_state.h"
-#include "run_checkpointer.h"
+#include "step/gpu_exchange.h"
+#include "run/model_state.h"
+#include "run/run_checkpointer.h"
 
 namespace bigbatch::train_detail {
 
@@ -299,8 +299,8 @@ std::unique_ptr<RunCheckpointer> makeCheckpointer(const RunComponents& run) {
       recipe.ckpt.dir.empty() && run.lead ? run.start.runDir->file("checkpoints") : recipe.ckpt.dir;
   return std::make_unique<RunCheckpointer>(
       *run.model, *run.exchange.ddp, *run.exchange.job, *run.optimization.optimizer, run.config,
-      *run.fault, run.lead, dir, recipe.ckpt.keep, recipe.ckpt.background, run.start.worldSize,
-      recipe.globalBatch);
+      *run.fault, run.lead, dir, run.lead ? run.start.runDir->path() : std::string(),
+      recipe.ckpt.keep, recipe.ckpt.background, run.start.worldSize, recipe.globalBatch);
 }
 
 // On a GPU the step reads its outcome one step late (TrainStep's header)

@@ -21,7 +21,7 @@
 #include "bigbatch/common/config.h"
 #include "bigbatch/train/trainer.h"
 #include "run_components.h"
-#include "run_recorder.h"
+#include "run/run_recorder.h"
 
 namespace bigbatch::train_detail {
 

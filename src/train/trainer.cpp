@@ -3,7 +3,7 @@
 #include "bigbatch/train/config_schema.h"
 #include "epoch_loop.h"
 #include "run_components.h"
-#include "run_recorder.h"
+#include "run/run_recorder.h"
 #include "run_setup.h"
 
 namespace bigbatch {

@@ -8,7 +8,7 @@
 
 #include "bigbatch/common/error.h"
 #include "bigbatch/data/gpu_jpeg_decoder.h"
-#include "recipe.h"
+#include "recipe/recipe.h"
 
 namespace bigbatch::train_detail {
 namespace {

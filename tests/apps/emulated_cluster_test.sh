@@ -4,7 +4,9 @@
 # namespaces). It used to take those names regardless: `ip link add` failed,
 # and its teardown then deleted the other cluster's bridge and namespaces.
 # Now: it takes free names, runs its command, leaves the other cluster as it
-# was, and removes everything it created itself.
+# was, and removes everything it created itself. And its hosts are reached
+# over ssh: a rank sees its host's name and sshd's environment, none of the
+# starter's.
 #   emulated_cluster_test.sh
 set -u
 here=$(cd "$(dirname "$0")" && pwd)
@@ -22,11 +24,17 @@ cleanup() {
 fail() { echo "FAIL: $*"; cat "$log"; cleanup; exit 1; }
 
 # The cluster's shell keeps the subshell's PID through exec: its $$ is $!.
-( sleep 1; exec "$cluster" --hosts 2 -- true ) >"$log" 2>&1 &
+# It starts once the other cluster's names exist (a state, not a time: the
+# subshell waits on a pipe the test writes to after creating them).
+go=$(mktemp -u)
+mkfifo "$go"
+( read -r _ <"$go"; exec "$cluster" --hosts 2 -- true ) >"$log" 2>&1 &
 pid=$!
 other="bb$(( pid % 200 + 20 ))"
-ip link add "${other}br" type bridge || fail "could not create the other cluster's bridge"
-ip netns add "${other}h0" && ip netns add "${other}h1" || fail "could not create its namespaces"
+ip link add "${other}br" type bridge || { echo go >"$go"; fail "could not create the other cluster's bridge"; }
+ip netns add "${other}h0" && ip netns add "${other}h1" || { echo go >"$go"; fail "could not create its namespaces"; }
+echo go >"$go"
+rm -f "$go"
 wait "$pid"
 rc=$?
 cat "$log"
@@ -40,4 +48,22 @@ mine=$(sed -n 's/.*this cluster is \(bb[0-9]*\)….*/\1/p' "$log")
 ip link show "${mine}br" >/dev/null 2>&1 && fail "its own bridge ${mine}br outlived it"
 ip netns list | grep -q "^${mine}h" && fail "its own namespaces outlived it"
 cleanup
+
+# The hosts are reached over ssh, as a real cluster's are: each rank runs
+# on its own host (its hostname), with sshd's environment — a variable of
+# the starter's does not arrive (ip netns exec would have handed it over) —
+# and no sshd or namespace of the cluster outlives it.
+log=$(mktemp)
+BIGBATCH_TEST_MARK=starter "$cluster" --hosts 2 -- /bin/sh -c \
+  'echo "rank $OMPI_COMM_WORLD_RANK on $(hostname) mark=[${BIGBATCH_TEST_MARK:-}] ssh=[${SSH_CONNECTION:+yes}]"' \
+  >"$log" 2>&1 || fail "a command on the ssh cluster failed"
+cat "$log"
+prefix=$(sed -n 's/^  host 0: namespace \(bb[0-9]*\)h0,.*/\1/p' "$log")
+for r in 0 1; do
+  grep -q "^rank $r on ${prefix}h$r mark=\[\] ssh=\[yes\]$" "$log" ||
+    fail "rank $r did not run over ssh on host $r without the starter's environment"
+done
+ip netns list | grep -q "^${prefix}h" && fail "the ssh cluster's namespaces outlived it"
+pgrep -f "sshd.*ListenAddress=10\.213\.${prefix#bb}\." >/dev/null && fail "an sshd of the cluster outlived it"
+rm -f "$log"
 echo "emulated_cluster_test: ok"

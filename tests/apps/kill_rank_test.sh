@@ -2,7 +2,8 @@
 # An outside process SIGKILLs one rank of a 2-worker run mid-training (both
 # ranks paused at step 3 — fault.kind = pause, a state the job reports —
 # then the other let go on): the whole job must exit non-zero within LIMIT
-# seconds (no hang), and the output must name the lost rank.
+# seconds (no hang), and the output must name the rank that was killed —
+# the one the test signalled, not the survivor.
 #   kill_rank_test.sh BIGBATCH_BINARY CONFIG LIMIT
 set -u
 . "$(dirname "$0")/job_control.sh"
@@ -22,9 +23,15 @@ wait_for_job "$launcher" "$limit" || {
 elapsed=$(echo "$(date +%s.%N) - $start" | bc)
 cat "$log"
 echo "kill_rank_test: job exited with status $rc ${elapsed} s after the kill"
+# The rank the test killed, and no other: naming the survivor would be
+# wrong (the message must say who was lost).
 named=0
-grep -Eq "rank [01].*(signal 9|Killed)|rank [01] did not" "$log" && named=1
+grep -Eq "rank $victim_rank .*(signal 9|Killed)|rank $victim_rank did not|stopped answering: rank $victim_rank" "$log" && named=1
+other=$((1 - victim_rank))
+wrong=0
+grep -Eq "rank $other .*(signal 9|Killed)|rank $other did not|stopped answering: rank $other" "$log" && wrong=1
 rm -rf "$dir"
 [ "$rc" -ne 0 ] || { echo "FAIL: exit status 0 after losing a rank"; exit 1; }
-[ "$named" -eq 1 ] || { echo "FAIL: the lost rank is not named"; exit 1; }
+[ "$named" -eq 1 ] || { echo "FAIL: the lost rank ($victim_rank) is not named"; exit 1; }
+[ "$wrong" -eq 0 ] || { echo "FAIL: the surviving rank $other is named as the lost one"; exit 1; }
 echo "kill_rank_test: ok"

@@ -1,7 +1,9 @@
 #!/bin/bash
 # bigbatch across emulated hosts (scripts/emulated_cluster: one network
 # namespace per host, each host's link shaped to 1 Gb/s by tc, MPI over TCP
-# between them, shared memory inside):
+# between them, shared memory inside), started as a real cluster starts
+# them: mpirun reaches each host over ssh, and a rank gets none of the
+# starter's environment — what it needs travels on the command line:
 #   sweep        every algorithm but shm (which needs one host), fp32, bf16
 #                and fp16, 4 B..256 KiB, on 2 hosts x 1 rank and 2 hosts x
 #                2 ranks: no wrong element (the crafted inputs' exact sums,
@@ -28,14 +30,27 @@
 #                the newest checkpoint, and the run finishes with model.pt
 #                byte-identical to an uninterrupted 2-host run's (itself
 #                started through BIGBATCH_MPIRUN by `--workers 2`);
-#                restarts.json names rank 1
+#                restarts.json names rank 1 with the steps the failure lost
+#                (the step file's path arrived), the second attempt counts
+#                time to train from the first attempt's run_start (the
+#                job's clock arrived) as restart 1 (the restart count
+#                arrived: the pause fault of attempt 1 did not fire again),
+#                in the same run directory with the same --set overrides
 #   lost_host    `--max-restarts 3 --min-workers 2` on 3 hosts x 1 rank
 #                (--launcher): host 0 is lost for good (fault.host: its
 #                rank throws at step 3, in every attempt, whatever rank it
 #                is); after its second failure the supervisor leaves host 0
 #                out — the relaunch goes to hosts 1 and 2 only (mpirun's
 #                --host from the cluster's hostfile) — and the job finishes
-#                there on 2 workers, global batch kept
+#                there on 2 workers, global batch kept (the slot plan
+#                arrived: the lost host's slot is not used again)
+#   map_by_node  `--max-restarts 3 --min-workers 3` on 2 hosts x 2 ranks,
+#                mpirun given `--map-by node`: rank 1 runs on host 1 (not
+#                in host 0's slot 1, where mapping by slot puts it); the
+#                worker in slot 0 of host 1 is lost for good (fault.host,
+#                fault.slot); the supervisor leaves out what that rank
+#                reported — host 1's slot 0 — and the job finishes on 3
+#                workers without it (the fault fires exactly twice)
 #   multihost_test.sh BIGBATCH_BINARY CONFIG MODE [LIMIT]
 set -u
 bin=$(realpath "$1"); config=$(realpath "$2"); mode=$3; limit=${4:-60}
@@ -171,7 +186,7 @@ lost_host)
     { echo "FAIL: the job that lost a host exited non-zero"; cat "$dir/log"; exit 1; }
   first=$(sed -n 's/^  host 0: namespace [^,]*, \([0-9.]*\),.*/\1/p' "$dir/log")
   rest=$(sed -n 's/^  host [12]: namespace [^,]*, \([0-9.]*\),.*/\1:1/p' "$dir/log" | paste -sd,)
-  grep -q "^bigbatch: left out: slot 0 of host $first, its last: the host; the next attempts run on $rest\$" "$dir/log" ||
+  grep -q "^bigbatch: left out: slot 0 of host $first, its last: the host; the next attempts run with --host $rest\$" "$dir/log" ||
     { echo "FAIL: host 0 ($first) is not left out for $rest"; cat "$dir/log"; exit 1; }
   /usr/bin/python3 - "$dir/shrunk" <<'PY' || { cat "$dir/log"; exit 1; }
 import json, sys
@@ -219,24 +234,81 @@ restart)
   for _ in $(seq 1 600); do grep -q "restart 1 of 2" "$dir/log" && break; sleep 0.1; done
   grep -q "restart 1 of 2 from the checkpoint of step" "$dir/log" ||
     { echo "FAIL: no restart reported"; cat "$dir/log"; kill "$job"; exit 1; }
+  # Gone, or a zombie: rank 0 ran under its host's sshd and mpirun's
+  # daemon there, not under the supervisor, so once that daemon is gone its
+  # exited ranks wait for init to reap them — they hold nothing but a pid.
   for pid in $peer; do
-    kill -0 "$pid" 2>/dev/null && { echo "FAIL: rank 0 of the failed attempt (pid $pid) outlived it"; cat "$dir/log"; kill "$job"; exit 1; }
+    state=$(ps -o stat= -p "$pid" 2>/dev/null)
+    [ -n "$state" ] && [ "${state#Z}" = "$state" ] &&
+      { echo "FAIL: rank 0 of the failed attempt (pid $pid, state $state) outlived it"; cat "$dir/log"; kill "$job"; exit 1; }
   done
-  for _ in $(seq 1 3000); do kill -0 "$job" 2>/dev/null || break; sleep 0.1; done
+  # The pause is attempt 1's only (fault.attempts = 1): a rank that pauses
+  # again never learnt it is a restart (BIGBATCH_RESTART_COUNT).
+  for _ in $(seq 1 3000); do
+    kill -0 "$job" 2>/dev/null || break
+    ls "$dir/pause" | grep -q paused-rank &&
+      { echo "FAIL: the restarted attempt paused again: the restart count did not reach its ranks"; kill "$job"; cat "$dir/log"; exit 1; }
+    sleep 0.1
+  done
   kill -0 "$job" 2>/dev/null && { echo "FAIL: the supervised job hung"; kill "$job"; cat "$dir/log"; exit 1; }
   wait "$job"; rc=$?
   cat "$dir/log"
   [ "$rc" -eq 0 ] || { echo "FAIL: the supervised job exited $rc"; exit 1; }
   cmp "$dir/reference/model.pt" "$dir/restarted/model.pt" ||
     { echo "FAIL: final weights differ from the uninterrupted 2-host run's"; exit 1; }
-  /usr/bin/python3 - "$dir/restarted/restarts.json" <<'EOF' || exit 1
-import json, sys
-r = json.load(open(sys.argv[1]))
+  /usr/bin/python3 - "$dir/restarted" <<'EOF' || { cat "$dir/restarted/train.log"; exit 1; }
+import json, re, sys
+d = sys.argv[1]
+r = json.load(open(d + "/restarts.json"))
 print("restarts.json:", r)
 assert len(r) == 1 and r[0]["rank"] == 1 and r[0]["resumed_from_step"] >= 10, f"FAIL: {r}"
+# The step file arrived on the ranks over ssh: the failure's step is known.
+assert r[0]["failed_at_step"] >= r[0]["resumed_from_step"], f"FAIL: failed_at_step {r}"
+assert r[0]["steps_lost"] == r[0]["failed_at_step"] - r[0]["resumed_from_step"], f"FAIL: steps_lost {r}"
+# One time-to-train clock: the second attempt counts from the first
+# attempt's run_start, which the joined mlperf.log keeps.
+log = [json.loads(l[len(":::MLLOG "):]) for l in open(d + "/mlperf.log") if l.startswith(":::MLLOG")]
+first = [e["time_ms"] for e in log if e["key"] == "run_start"][0]
+said = re.findall(r"restart (\d+) of a supervised job: time to train counts from the job's first "
+                  r"run_start \((\d+) ms\)", open(d + "/train.log").read())
+assert said == [("1", str(first))], f"FAIL: the second attempt's clock: {said}, the job's run_start {first}"
+# The run directory and the --set overrides arrived on the command line.
+cfg = open(d + "/config.toml").read()
+assert "train_samples = 4096" in cfg and "every_steps = 5" in cfg, "FAIL: overrides missing"
+print("failed at step", r[0]["failed_at_step"], "resumed from", r[0]["resumed_from_step"],
+      "steps lost", r[0]["steps_lost"], "; the job's clock from", first)
 EOF
   pgrep -f -- "$dir/restarted" >/dev/null && { echo "FAIL: a process of the job is left"; exit 1; }
   echo "multihost_test: ok restart"
+  ;;
+map_by_node)
+  # 3840 images, 384 a step (4 x 32 x 3, or 3 x 32 x 4): 10 steps.
+  common=(--set data.train_samples=3840 --set data.eval_samples=500 --set train.epochs=1
+          --set train.batch_size=32 --set train.accumulation_steps=3 --set ckpt.every_steps=2
+          --set run.threads=1 --set comm.timeout_s=10 --set train.stop_at_target=false
+          --set fault.kind=throw --set fault.step=3 --set fault.slot=0
+          --workers 4 --max-restarts 3 --min-workers 3 -q)
+  # mpirun maps by node; the fault's host is the second of the cluster's.
+  "$cluster" --hosts 2 --ranks-per-host 2 --rate "$rate" --launcher -- /bin/sh -c \
+    'export BIGBATCH_MPIRUN="$BIGBATCH_MPIRUN --map-by node"; set -- "$@" --set fault.host=${EMULATED_CLUSTER_HOSTS##* }; exec "$@"' \
+    sh "$bin" train "$config" "${common[@]}" --run-dir "$dir/bynode" >"$dir/log" 2>&1 ||
+    { echo "FAIL: the job that lost a worker exited non-zero"; cat "$dir/log"; exit 1; }
+  second=$(sed -n 's/^  host 1: namespace [^,]*, \([0-9.]*\),.*/\1/p' "$dir/log")
+  grep -q "^bigbatch: left out: slot 0 of host $second; " "$dir/log" ||
+    { echo "FAIL: slot 0 of host 1 ($second) is not what was left out"; cat "$dir/log"; exit 1; }
+  /usr/bin/python3 - "$dir/bynode" <<'PY' || { cat "$dir/log"; exit 1; }
+import json, sys
+s = json.load(open(sys.argv[1] + "/summary.json"))
+r = json.load(open(sys.argv[1] + "/restarts.json"))
+got = [(f["attempt"], f["workers"], f["rank"]) for f in r]
+print("world", s["world_size"], "global batch", s["global_batch_size"], "restarts", got)
+# Rank 1 is the one on host 1's slot 0 under --map-by node.
+assert s["world_size"] == 3 and s["global_batch_size"] == 384, f"FAIL: {s}"
+assert got == [(1, 4, 1), (2, 4, 1)], f"FAIL: restarts {got}"
+PY
+  [ "$(grep -c "injecting fault 'throw'" "$dir/log")" -eq 2 ] ||
+    { echo "FAIL: the fault fired other than twice: the lost slot was used again"; cat "$dir/log"; exit 1; }
+  echo "multihost_test: ok $mode"
   ;;
 *) echo "multihost_test: unknown mode '$mode'"; exit 2 ;;
 esac

@@ -15,6 +15,9 @@
 #      requeued job ~2 minutes before it may start again (its EligibleTime);
 #      the test releases it at once (`scontrol update StartTime=now`), as
 #      an operator would;
+#   4. Slurm's warning (SIGUSR1 to the batch script) mid-epoch: the ranks
+#      checkpoint at one step and stop, the job requeues itself, and the
+#      requeued job continues from that step; model.pt byte-identical;
 #   and no process of any job left on either node.
 # Exit status 77 (CTest: skipped, never passed) only when Slurm's packages
 # are absent and cannot be installed; a daemon that does not start fails.
@@ -82,6 +85,30 @@ wait_job() {  # wait_job ID: until it has ended (requeues included); sets `state
   done
   fail "job $1 did not end within 300 s (state $state)"
 }
+# release JOB: lets a requeued job start at once, as an operator would
+# (Slurm holds it ~2 minutes, and what that hold covers must be waited for
+# here): every slurmstepd of the job's previous start gone from the nodes —
+# a step's PMIx directory, named after the job and step, is removed only
+# when its slurmstepd ends, seconds after the requeue, and the same step of
+# the new start cannot be made beside it — and not within the second of
+# the requeue: slurmd takes a credential made in the same second as the
+# job's revocation for a revoked one (Slurm's timestamps are whole seconds).
+release() {
+  local requeued pid busy
+  requeued=$(date +%s)
+  for _ in $(seq 1 600); do
+    busy=0
+    for n in "${nodes[@]}"; do
+      for pid in $(ip netns pids "$n" 2>/dev/null); do
+        tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "^slurmstepd: \[$1\." && busy=1
+      done
+    done
+    [ "$busy" = 0 ] && [ "$(date +%s)" -gt "$((requeued + 1))" ] && break
+    sleep 0.1
+  done
+  [ "$busy" = 0 ] || fail "job $1's previous start still has a slurmstepd 60 s after its requeue"
+  scontrol update JobId="$1" StartTime=now || fail "cannot release job $1's hold"
+}
 ranks_on() {  # the job's ranks in node N's namespace
   local pid
   for pid in $(ip netns pids "${nodes[$1]}" 2>/dev/null); do
@@ -104,29 +131,43 @@ nothing_left() {
 }
 
 # 2. A rank on the second node killed: restarted inside the allocation
-# (the first attempt pauses: fault.attempts = 1).
-sbatch_job killed $(paused killed) --set fault.attempts=1
-wait_paused killed
-step=$(sed -n 's/^ckpt-0*\([0-9][0-9]*\)\.pt$/\1/p' "$dir/killed/checkpoints/latest")
-victim=$(ranks_on 1)
-[ -n "$victim" ] || fail "no rank found on ${nodes[1]}"
-kill -9 $victim
-rm -f "$dir/killed.pause"/paused-rank-*
-echo "SIGKILL to rank pid $victim on ${nodes[1]} after the checkpoint of step $step"
-wait_job "$job"
-[ "$state" = COMPLETED ] || fail "job $job ended $state after the kill"
-grep -q "restart 1 of 3 from the checkpoint of step" "$dir/killed.out" || fail "no restart reported"
-cmp "$dir/reference/model.pt" "$dir/killed/model.pt" ||
-  fail "job $job: final weights differ from the uninterrupted job's"
-/usr/bin/python3 - "$dir/killed/restarts.json" "${nodes[1]}" <<'EOF' || fail "restarts.json"
+# (the first attempt pauses: fault.attempts = 1) — with each launcher:
+# mpirun (Open MPI starts its daemons on the nodes with srun; a rank's
+# parent is Open MPI's orted), and srun itself starting the ranks (PMIx; a
+# rank's parent is Slurm's slurmstepd).
+killed_case() {  # killed_case NAME PARENT [bigbatch train options...]
+  local name=$1 parent=$2 step victim started v
+  shift 2
+  sbatch_job "$name" $(paused "$name") --set fault.attempts=1 "$@"
+  wait_paused "$name"
+  step=$(sed -n 's/^ckpt-0*\([0-9][0-9]*\)\.pt$/\1/p' "$dir/$name/checkpoints/latest")
+  victim=$(ranks_on 1)
+  [ -n "$victim" ] || fail "no rank found on ${nodes[1]}"
+  for v in $victim; do
+    started=$(ps -o comm= -p "$(ps -o ppid= -p "$v" | tr -d ' ')")
+    [ "$started" = "$parent" ] ||
+      fail "$name: a rank on ${nodes[1]} (pid $v of: $victim; $(ps -o pid,ppid,args -p "$v")) was started by '$started', not $parent"
+  done
+  kill -9 $victim
+  rm -f "$dir/$name.pause"/paused-rank-*
+  echo "$name: SIGKILL to rank pid $victim (started by $started) on ${nodes[1]} after the checkpoint of step $step"
+  wait_job "$job"
+  [ "$state" = COMPLETED ] || fail "job $job ($name) ended $state after the kill"
+  grep -q "restart 1 of 3 from the checkpoint of step" "$dir/$name.out" || fail "$name: no restart reported"
+  cmp "$dir/reference/model.pt" "$dir/$name/model.pt" ||
+    fail "job $job ($name): final weights differ from the uninterrupted job's"
+  /usr/bin/python3 - "$dir/$name/restarts.json" <<'EOF' || fail "$name: restarts.json"
 import json, sys
 r = json.load(open(sys.argv[1]))
 print("restarts.json:", r)
-assert len(r) == 1 and r[0]["rank"] == 1 and r[0]["host"] == sys.argv[2], r
-assert r[0]["resumed_from_step"] >= 10, r
+assert len(r) == 1 and r[0]["rank"] == 1 and r[0]["resumed_from_step"] >= 10, r
+assert r[0]["steps_lost"] == r[0]["failed_at_step"] - r[0]["resumed_from_step"] >= 0, r
 EOF
-nothing_left
-echo "job $job: rank 1 killed after step $step, restarted inside the allocation, byte-identical"
+  nothing_left
+  echo "job $job ($name): rank 1 killed after step $step, restarted inside the allocation, byte-identical"
+}
+killed_case killed orted
+killed_case killed_srun slurmstepd --launcher srun
 
 # 3. The job requeued: Slurm starts the script again, which resumes (and
 # pauses again at step 12: released once its ranks say so).
@@ -139,7 +180,7 @@ requeuedAt=$(date +%s.%N)
 echo "job $job requeued after the checkpoint of step $step"
 for _ in $(seq 1 600); do [ "$(state_of "$job")" = PENDING ] && break; sleep 0.05; done
 scontrol show job "$job" | grep -o "EligibleTime=[^ ]*"
-scontrol update JobId="$job" StartTime=now || fail "cannot release job $job's hold"
+release "$job"
 for _ in $(seq 1 1200); do grep -q "start 2 on" "$dir/requeued.out" 2>/dev/null && break; sleep 0.05; done
 grep -q "start 2 on" "$dir/requeued.out" || fail "job $job was not started again"
 wait_paused requeued "$dir/requeued.mark"
@@ -154,4 +195,34 @@ cmp "$dir/reference/model.pt" "$dir/requeued/model.pt" ||
   fail "job $job: final weights differ from the uninterrupted job's"
 nothing_left
 grep -E "start [12] on|resuming from" "$dir/requeued.out"
-echo "slurm_test: ok (a killed rank restarted inside the allocation, a requeued job resumed: both byte-identical)"
+# 4. Slurm's warning before a preemption or the time limit: SIGUSR1 to the
+# batch script (`scancel --signal=USR1 --batch`, what `#SBATCH
+# --signal=B:USR1@90` sends), mid-epoch, to a job whose ranks srun
+# started. The script is bigbatch: it passes the signal on, the ranks agree
+# on a step, checkpoint it and stop, and bigbatch has the job requeued
+# itself (`scontrol requeue`); Slurm starts it again and it continues from
+# that step's checkpoint — no step lost, the same model.pt byte for byte.
+sbatch_job preempted $(paused preempted) --launcher srun
+wait_paused preempted
+touch "$dir/preempted.mark"
+scancel --signal=USR1 --batch "$job" || fail "scancel --signal=USR1 --batch $job"
+rm -f "$dir/preempted.pause"/paused-rank-*
+echo "job $job: SIGUSR1 to its batch script while its ranks are at step 12"
+for _ in $(seq 1 1200); do grep -q "is requeued" "$dir/preempted.out" 2>/dev/null && break; sleep 0.05; done
+grep -q "stopped at step 12 (epoch 1) on request" "$dir/preempted.out" ||
+  fail "job $job did not stop at step 12 on the signal"
+grep -q "the job stopped on request (SIGUSR1) at a checkpoint and Slurm job $job is requeued" "$dir/preempted.out" ||
+  fail "job $job did not requeue itself"
+for _ in $(seq 1 600); do [ "$(state_of "$job")" = PENDING ] && break; sleep 0.05; done
+release "$job"
+wait_job "$job"
+[ "$state" = COMPLETED ] || fail "job $job ended $state after its requeue"
+restarts=$(scontrol show job "$job" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
+[ "$restarts" = 1 ] || fail "Slurm counts $restarts restart(s) of job $job, expected 1"
+grep -q "resuming from .*ckpt-000000012.pt" "$dir/preempted.out" ||
+  fail "the requeued job did not resume from the checkpoint of step 12"
+cmp "$dir/reference/model.pt" "$dir/preempted/model.pt" ||
+  fail "job $job: final weights differ from the uninterrupted job's"
+nothing_left
+echo "job $job: stopped on SIGUSR1 at step 12, requeued itself, resumed, byte-identical"
+echo "slurm_test: ok (a killed rank restarted inside the allocation under mpirun and under srun, a requeued job resumed, a job warned by SIGUSR1 checkpointed and requeued itself: all byte-identical)"

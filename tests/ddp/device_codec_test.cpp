@@ -303,6 +303,33 @@ TEST(DevicePowerSgd, ANonFiniteStepIsPassedOnAndNotRemembered) {
   EXPECT_LE(largest(stateOf(codec, "powersgd/error/w") - (in3 - g3).view({8, 10})), 1e-6f);
 }
 
+// Why device_powersgd_cuda_test fills the blocks it takes with a finite
+// value: a Q overwritten with NaN (what a block reused too early holds if
+// the test fills it so) is taken for a collapsed Q and replaced by its first
+// draw — at a step where Q is still its first draw the output does not
+// change at all, so such a test cannot see the reuse. A Q overwritten with a
+// finite value changes the step.
+TEST(DevicePowerSgd, AQOverwrittenWithNanIsInvisibleAFiniteOneIsNot) {
+  const torch::Tensor weight = torch::zeros({8, 10});
+  PowerSgdOptions o;
+  o.rank = 2;
+  const Bucket bucket = oneMatrix(80);
+  OneRankDeviceWire wire;
+  torch::manual_seed(5);
+  const torch::Tensor g = torch::randn({80});
+  const auto firstStep = [&](float overwrite, bool overwritten) {
+    torch::manual_seed(17);  // the same first draw of Q each time
+    DevicePowerSgdCodec codec(o, DataType::kFloat32, {weight}, {"w"}, 1, torch::kCPU);
+    if (overwritten) codec.loadState({{"powersgd/q/w", torch::full({10, 2}, overwrite)}});
+    torch::Tensor out = g.clone();
+    codec.exchange(0, bucket, out, wire);
+    return out;
+  };
+  const torch::Tensor calm = firstStep(0, false);
+  EXPECT_TRUE(torch::equal(firstStep(std::numeric_limits<float>::quiet_NaN(), true), calm));
+  EXPECT_FALSE(torch::equal(firstStep(1234.5f, true), calm));
+}
+
 // A zero gradient sends back a zero Q; the next step starts again from Q's
 // first draw, as the host codec does, instead of multiplying by zero for
 // good.

@@ -48,12 +48,15 @@ std::vector<torch::Tensor> threeSteps(const c10::Stream& stream, bool contend) {
     }
     if (contend) {
       // Blocks of Q's size (192 x 4 floats) and of the error memory's, freed
-      // by the exchange, taken on the compute stream and overwritten now.
+      // by the exchange, taken on the compute stream and overwritten now —
+      // with a finite value: a NaN would be taken for a collapsed Q, which
+      // the codec replaces by its first draw, so a reused block filled with
+      // NaN could leave the step as it was and the test could not fail
+      // (outside review; device_codec_test's
+      // DevicePowerSgd.AQOverwrittenWithNanIsInvisibleAFiniteOneIsNot shows
+      // that logic on the CPU).
       std::vector<torch::Tensor> junk;
-      for (int i = 0; i < 16; ++i) {
-        junk.push_back(torch::full({192, 4}, std::numeric_limits<float>::quiet_NaN(),
-                                   torch::device(gpu)));
-      }
+      for (int i = 0; i < 16; ++i) junk.push_back(torch::full({192, 4}, 1234.5f, torch::device(gpu)));
     }
     torch::cuda::synchronize();
     out.push_back(g.cpu());

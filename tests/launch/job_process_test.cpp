@@ -4,6 +4,8 @@
 // cannot be run says so, with the fix, through the stderr pipe.
 #include "job_process.h"
 
+#include "failure_reader.h"
+
 #include <gtest/gtest.h>
 #include <sys/prctl.h>
 #include <sys/wait.h>
@@ -90,6 +92,36 @@ TEST(JobProcess, ACommandThatCannotRunSaysWhyAndTheFix) {
                       "directory; install openmpi-bin"),
             std::string::npos)
       << said;
+}
+
+}  // namespace
+}  // namespace bigbatch::launch_detail
+
+namespace bigbatch::launch_detail {
+namespace {
+
+// What the launcher's stderr says about the rank that died, passed on to
+// ours as it comes: mpirun's words and srun's (--launcher srun).
+std::pair<int, std::string> namedIn(const std::string& text) {
+  int fds[2];
+  EXPECT_EQ(pipe(fds), 0);
+  FailureReader reader(fds[0]);
+  EXPECT_EQ(::write(fds[1], text.data(), text.size()), static_cast<ssize_t>(text.size()));
+  ::close(fds[1]);
+  reader.finish();
+  return {reader.rank(), reader.host()};
+}
+
+TEST(FailureReader, NamesTheRankMpirunOrSrunSaysDied) {
+  EXPECT_EQ(namedIn("mpirun noticed that process rank 1 with PID 77 on node 10.0.0.2 exited on "
+                    "signal 9 (Killed).\n"),
+            std::make_pair(1, std::string("10.0.0.2")));
+  EXPECT_EQ(namedIn("srun: launch/slurm: _step_signal: Terminating StepId=3.0\n"
+                    "srun: error: node8: task 3: Killed\n"
+                    "srun: error: node7: tasks 0-2: Terminated\n"),
+            std::make_pair(3, std::string("node8")));
+  EXPECT_EQ(namedIn("bigbatch: error: [rank 2] rank 1 failed: injected fault\n").first, 1);
+  EXPECT_EQ(namedIn("nothing about a rank\n").first, -1);
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // The deterministic form of the training loss (classification_loss.h)
 // against ATen's cross_entropy with label smoothing: the same sum, and the
 // same gradient, to float rounding.
-#include "classification_loss.h"
+#include "step/classification_loss.h"
 
 #include <gtest/gtest.h>
 

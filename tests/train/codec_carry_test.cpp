@@ -4,7 +4,7 @@
 // errors — is kept; Q and the step count are rank 0's.
 #include <gtest/gtest.h>
 
-#include "model_state.h"
+#include "run/model_state.h"
 
 namespace bigbatch::train_detail {
 namespace {

@@ -15,8 +15,8 @@
 #include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/models/average_pool.h"
 #include "bigbatch/train/config_schema.h"
-#include "classification_loss.h"
-#include "run_device.h"
+#include "step/classification_loss.h"
+#include "run/run_device.h"
 #include "run_helpers.h"
 
 namespace bigbatch {

@@ -18,7 +18,7 @@
 
 #include "bigbatch/data/image_source.h"
 #include "bigbatch/data/input_pipeline.h"
-#include "device_feed.h"
+#include "step/device_feed.h"
 
 namespace bigbatch {
 namespace {

@@ -1,7 +1,7 @@
 // When a planned fault fires (fault_injection.h): at its step or the first
 // site after it, once per process, only on its rank and in the attempts
 // fault.attempts allows; NaN faults only at a step.
-#include "fault_injection.h"
+#include "watch/fault_injection.h"
 
 #include <gtest/gtest.h>
 

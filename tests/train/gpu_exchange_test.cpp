@@ -2,7 +2,7 @@
 // and its refusals — all decided without a GPU (the choice is a function
 // of the setting, the device, the ranks per GPU and the build), so the CPU
 // build tests it; tests/comm/nccl_communicator_cuda_test.cpp runs NCCL.
-#include "gpu_exchange.h"
+#include "step/gpu_exchange.h"
 
 #include <gtest/gtest.h>
 

@@ -16,7 +16,7 @@
 #include "bigbatch/data/sampler.h"
 #include "bigbatch/train/config_schema.h"
 #include "run_helpers.h"
-#include "run_recorder.h"
+#include "run/run_recorder.h"
 #include "run_setup.h"
 
 namespace bigbatch {

@@ -1,16 +1,16 @@
-// Every configuration key is declared once (src/train/recipe_keys.cpp),
+// Every configuration key is declared once (src/train/recipe/recipe_keys.cpp),
 // bound to its field of the run's recipe or saying where it is read, and
 // resolveRecipe() puts what a config says where the run reads it — the keys
 // that become flags or enums, the ones that go to two places and the
 // fields derived from several keys included.
-#include "recipe_keys.h"
+#include "recipe/recipe_keys.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
 #include "bigbatch/train/config_schema.h"
-#include "recipe.h"
+#include "recipe/recipe.h"
 
 namespace bigbatch::train_detail {
 namespace {

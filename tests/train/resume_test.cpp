@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -18,6 +19,8 @@
 #include "bigbatch/ckpt/checkpoint.h"
 #include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/common/error.h"
+#include "bigbatch/common/stop_request.h"
+#include "bigbatch/train/resume.h"
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/trainer.h"
 
@@ -196,6 +199,52 @@ TEST_F(Resume, StopAfterEpochPausesAndTheResumeContinuesBitExactly) {
   const RunRecord past = runTraining(paused, dir, "auto");
   EXPECT_NE(past.error.find("train.stop_after_epoch = 1"), std::string::npos) << past.error;
   fs::remove_all(dir);
+}
+
+// A stop asked from outside (SIGUSR1: Slurm's warning before a preemption;
+// common/stop_request.h): the run stops after the step the signal came in,
+// with that step's checkpoint and without model.pt or summary.json (it is
+// not done), and `--resume auto` continues it bit for bit to the
+// uninterrupted run — from the middle of an epoch, and at an epoch's last
+// step, where the epoch is closed (evaluated, recorded) first.
+TEST_F(Resume, AStopRequestCheckpointsAndTheResumeIsBitExact) {
+  const RunRecord& ref = reference(false);
+  ASSERT_TRUE(ref.error.empty()) << ref.error;
+  armStopRequest();
+  for (const int64_t stopAt : {13, 16}) {
+    const std::string dir = tempDir("resume_stopped_" + std::to_string(stopAt));
+    fs::remove_all(dir);
+    clearStopRequest();
+    RunRecord first;
+    TrainOptions o;
+    o.runDir = dir;
+    o.overwrite = true;
+    o.verbosity = Verbosity::kQuiet;
+    o.onStep = [&](const StepRecord& step) {
+      first.losses[step.step] = step.loss;
+      if (step.step == stopAt) std::raise(kStopSignal);
+    };
+    first.result = train(smallRun(), o);
+    clearStopRequest();
+    EXPECT_TRUE(first.result.stopped) << stopAt;
+    EXPECT_EQ(first.result.steps, stopAt);
+    EXPECT_EQ(first.losses.rbegin()->first, stopAt);
+    EXPECT_FALSE(fs::exists(dir + "/model.pt"));
+    EXPECT_FALSE(fs::exists(dir + "/summary.json"));
+    const auto latest = CheckpointDir(dir + "/checkpoints", 2).latest();
+    ASSERT_TRUE(latest.has_value());
+    EXPECT_EQ(readCheckpoint(*latest).globalStep, stopAt);
+    EXPECT_EQ(readCheckpoint(*latest).runDir, checkpointOwner(dir));
+
+    const RunRecord rest = runTraining(smallRun(), dir, "auto");
+    ASSERT_TRUE(rest.error.empty()) << rest.error;
+    EXPECT_FALSE(rest.result.stopped);
+    ASSERT_EQ(rest.losses.begin()->first, stopAt + 1);
+    for (const auto& [step, loss] : rest.losses) EXPECT_EQ(loss, ref.losses.at(step)) << step;
+    EXPECT_EQ(rest.result.finalAccuracy, ref.result.finalAccuracy);
+    expectSameWeights(dir + "/model.pt", referenceDir(false) + "/model.pt");
+    fs::remove_all(dir);
+  }
 }
 
 TEST_F(Resume, FromEpochEndIsBitExact) { stopAndResume(/*fault*/ 9, /*latest*/ 8, "resume_epoch"); }

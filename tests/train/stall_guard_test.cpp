@@ -3,7 +3,7 @@
 // past its deadline, and one that went away under an asynchronous
 // collective — NCCL's error when a remote rank is gone, which used to be a
 // plain Error and so named no rank. A rank's own error blames nobody.
-#include "stall_guard.h"
+#include "watch/stall_guard.h"
 
 #include <gtest/gtest.h>
 

@@ -2,7 +2,7 @@
 // fake supervisor process and a fake rank watching it; the supervisor is
 // SIGKILLed, and the rank exits with status 1 on its own. A supervisor on
 // another host, or none, is not watched.
-#include "supervisor_watch.h"
+#include "watch/supervisor_watch.h"
 
 #include <gtest/gtest.h>
 #include <signal.h>

@@ -11,7 +11,9 @@
 //   global_batch, epoch, step_in_epoch, global_step, parameters {name: T},
 //   rank_buffers [{name: T} per rank], rank_rng [uint8 T per rank],
 //   optimizer {name: T}, counters {name: float}; and with gradient
-//   compression, rank_codec [{name: T} per rank] (absent without it).
+//   compression, rank_codec [{name: T} per rank] (absent without it); and
+//   run_dir, the run directory of the run that wrote it (absent in
+//   checkpoints written before 2026-12-06).
 //
 // Writes are atomic (temporary file, fsync, rename) and CheckpointDir
 // updates its `latest` file only after the checkpoint is complete, so a
@@ -37,6 +39,7 @@ using NamedTensors = std::vector<std::pair<std::string, torch::Tensor>>;
 struct Checkpoint {
   static constexpr int64_t kVersion = 1;
   std::string config;      // resolved TOML of the run that wrote it
+  std::string runDir;      // the absolute run directory of the run that wrote it; "": not said
   int64_t worldSize = 1;
   int64_t globalBatch = 0;
   int64_t epoch = 1;       // epoch to continue (1-based)
@@ -79,8 +82,13 @@ class CheckpointDir {
   std::string save(const Checkpoint& c, const WriteProgress& progress = {});
   // Removes every ckpt-*.pt (and `latest`, and a write's leftover .tmp)
   // here: a new run in the directory of an earlier one (--overwrite).
-  // Returns how many checkpoints it removed.
-  int removeAll();
+  // With `owner`, only the checkpoints that run directory wrote (a
+  // ckpt.dir shared by runs keeps the others'), and `latest` only when it
+  // names none of those left. Returns how many checkpoints it removed.
+  int removeAll(const std::string& owner = "");
+  // The run directories of the checkpoints here that `owner` did not write
+  // ("" for a checkpoint that does not say), each once.
+  std::vector<std::string> otherOwners(const std::string& owner) const;
   // The newest loadable checkpoint: the one `latest` names if it reads,
   // else the newest ckpt-*.pt that does (a crash mid-write leaves only a
   // .tmp file, which is ignored). nullopt when there is none.

@@ -1,8 +1,9 @@
 // Levelled logging prefixed with the rank (spdlog underneath).
 //
 // Only rank 0 speaks to humans by default: other ranks log at warning and
-// above. Thread-safe (spdlog's _mt sinks). MLPerf lines do not go through here
-// but through MlperfLogger.
+// above. Thread-safe: any thread may log while another calls initLogging or
+// addLogFile (the sinks change under the lock each message takes). MLPerf
+// lines do not go through here but through MlperfLogger.
 #pragma once
 
 #include <spdlog/spdlog.h>
@@ -17,8 +18,8 @@ enum class Verbosity { kQuiet, kNormal, kVerbose };
 void initLogging(int rank, Verbosity verbosity = Verbosity::kNormal);
 
 // Also writes every message of this process, debug level included, to
-// `path` (appended): a run's train.log on rank 0. Call after initLogging,
-// from the thread that set it up, before other threads log.
+// `path` (appended): a run's train.log on rank 0. Call after initLogging
+// (which drops it again).
 void addLogFile(const std::string& path);
 
 spdlog::logger& log();

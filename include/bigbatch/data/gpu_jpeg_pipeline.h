@@ -30,7 +30,7 @@ struct GpuDecodeSettings {
 // next() hands out batches as the InputPipeline does (images, labels,
 // sample indices, the count skipped), but with images and labels on the GPU,
 // their work queued on the stream the caller names: the training feed
-// (src/train/device_feed.h) queues batch k+1 on its copy stream while the
+// (src/train/step/device_feed.h) queues batch k+1 on its copy stream while the
 // compute stream runs step k.
 //
 // Threading: next() and stats() from one thread (the reader's threads are

@@ -1,5 +1,6 @@
-// `bigbatch train ... --workers N` on one machine: runs the same command
-// under `mpirun -np N`, so a user never types mpirun.
+// `bigbatch train ... --workers N`: runs the same command under a launcher
+// (rank_launcher.h: `mpirun -np N`, or `srun --ntasks N` inside a Slurm
+// allocation), so a user never types either.
 //
 // CPUs: each rank gets T threads (run.threads, or the CPUs this process may
 // use ÷ N) and, when N·T CPUs are there, its own T of them: mpirun starts
@@ -14,14 +15,22 @@
 // words split on spaces, e.g. "mpirun --hostfile hosts"; the emulated
 // cluster's `--launcher` mode sets it to its own): the same options follow
 // it, and the ranks do not pin themselves, since they may be on other hosts
-// (nor inside a Slurm allocation of several nodes, where mpirun places the
-// ranks on them).
+// (nor inside a Slurm allocation of several nodes, where the launcher
+// places the ranks on them).
+//
+// Everything the ranks need from this process goes on the launcher's
+// command line (RankLauncher::environmentArguments): on ssh-started hosts
+// nothing else of this environment reaches them.
 #pragma once
 
 #include <string>
 #include <vector>
 
+#include "bigbatch/launch/rank_launcher.h"
+
 namespace bigbatch {
+
+class WorkerPlacement;
 
 // The environment variable naming the launcher (default: mpirun).
 inline constexpr const char* kMpirunEnv = "BIGBATCH_MPIRUN";
@@ -34,21 +43,21 @@ std::vector<std::string> mpirunLauncher();
 // already started by an MPI launcher).
 bool shouldLaunchWorkers(int workers);
 
-// mpirun's arguments before the program: `workers` ranks of
-// `threadsPerRank` threads on `cpus` CPUs (as root: --allow-run-as-root).
-// Sets *pinCpusPerRank to the CPUs each rank pins itself to (0: none).
-std::vector<std::string> mpirunArguments(int workers, int threadsPerRank, int cpus, bool root,
-                                         int* pinCpusPerRank);
+// The CPUs each of `workers` ranks of `threadsPerRank` threads (0: an
+// equal share) pins itself to on `cpus` CPUs; 0 when they do not fit, and
+// the ranks then share them unpinned.
+int cpusPerRank(int workers, int threadsPerRank, int cpus);
 
-// The launcher's whole command line (mpirun, or BIGBATCH_MPIRUN) for
-// `workers` ranks running this binary with `trainArgs` (argv without the
-// program), and the environment the ranks need (their CPU share, whether
-// stdout is a terminal) set in this process for them to inherit.
-// `hostArguments` (WorkerPlacement::hostArguments: where the ranks go)
-// replace any host list of the launcher's.
-std::vector<std::string> workerLaunch(int workers, int threadsPerRank,
+// The launcher's whole command line for `workers` ranks running this binary
+// with `trainArgs` (argv without the program). The variables the ranks
+// need (their CPU share, whether stdout is a terminal; the supervisor's
+// own, set before) are set in this process and named on the command line
+// for the launcher to hand over. `placement` (where the ranks go, after a
+// lost worker was left out) replaces any host list of the launcher's.
+std::vector<std::string> workerLaunch(const RankLauncher& launcher, int workers,
+                                      int threadsPerRank,
                                       const std::vector<std::string>& trainArgs,
-                                      const std::vector<std::string>& hostArguments = {});
+                                      const WorkerPlacement* placement = nullptr);
 
 // argv[1..] without the options in `withValue` (and their values, as
 // `--opt V` or `--opt=V`) and without the bare `flags`.
@@ -56,14 +65,15 @@ std::vector<std::string> argumentsWithout(int argc, char** argv,
                                           const std::vector<std::string>& withValue,
                                           const std::vector<std::string>& flags);
 
-// Runs mpirun with argv (minus --workers) on `workers` local ranks and
+// Runs the launcher with argv (minus --workers) for `workers` ranks and
 // waits for it; `threadsPerRank` 0 means CPUs ÷ workers. Returns the job's
 // exit status (128 + N for a signal). mpirun's stderr is passed on, and
 // when the job failed its first bigbatch error line is printed again last,
 // after mpirun's own report. SIGINT, SIGTERM and SIGHUP go to the job; it
 // gets SIGTERM if this process dies (PR_SET_PDEATHSIG). Throws IoError
 // when no process can be started.
-int launchWorkers(int workers, int threadsPerRank, int argc, char** argv);
+int launchWorkers(const RankLauncher& launcher, int workers, int threadsPerRank, int argc,
+                  char** argv);
 
 // In a rank that launchWorkers started with pinning: pins this process to
 // its share of the CPUs. Call before any thread starts; a no-op elsewhere.

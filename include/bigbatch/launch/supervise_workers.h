@@ -23,7 +23,7 @@
 // next from starting. The job does not outlive the supervisor: mpirun gets
 // SIGTERM when the supervisor dies (PR_SET_PDEATHSIG, e.g. after a
 // SIGKILL), and the ranks on its host end themselves when it is gone
-// (BIGBATCH_SUPERVISOR, src/train/supervisor_watch.h).
+// (BIGBATCH_SUPERVISOR, src/train/watch/supervisor_watch.h).
 //
 // Fewer workers (--min-workers M, Horovod elastic's --min-np): a worker
 // that fails again in the attempt right after its restart — the same rank
@@ -50,6 +50,7 @@
 namespace bigbatch {
 
 struct SupervisorSettings {
+  std::string launcher = "mpirun";  // run.launcher (rank_launcher.h)
   int workers = 1;
   int threadsPerRank = 0;  // run.threads; 0: CPUs / workers
   int maxRestarts = 0;

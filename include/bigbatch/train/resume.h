@@ -7,7 +7,9 @@
 //         that has one; none anywhere: a fresh start (said in the log).
 //         auto continues only the same run: a checkpoint whose config
 //         differs in a key that shapes the run (checkResumeCompatible's
-//         `changed`) is refused, naming the keys (startRun).
+//         `changed`) is refused, naming the keys (startRun); in a ckpt.dir
+//         of the user's, only a checkpoint this run directory wrote is
+//         taken (another run's is refused, naming it).
 //   PATH  a checkpoint file, or a directory holding checkpoints (or a run
 //         directory with a checkpoints/ folder); none there is an error.
 //
@@ -33,6 +35,11 @@ struct ResumePoint {
 // Where a run in `runDir` keeps its checkpoints: ckpt.dir, else
 // <runDir>/checkpoints.
 std::string checkpointDirOf(const Config& c, const std::string& runDir);
+
+// How a checkpoint names the run that wrote it (Checkpoint::runDir): the
+// run directory, absolute and normalised, so that `runs/a` and
+// `./runs/a/` are one run.
+std::string checkpointOwner(const std::string& runDir);
 
 std::optional<ResumePoint> findResumePoint(const Config& c, const std::string& resume,
                                            const std::string& runDirOption,

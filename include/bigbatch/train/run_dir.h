@@ -15,6 +15,11 @@ class RunDir {
  public:
   // Creates `path` (and parents). Refuses a directory that already holds a
   // run (summary.json or mlperf.log) unless `overwrite`, so nothing is lost.
+  // `overwrite` removes every file the earlier run wrote there (its
+  // summary, logs, metrics, model.pt and model.jit.pt, restarts.json), so
+  // nothing of it is taken for the new run's — only a supervisor's restart
+  // (BIGBATCH_RESTART_COUNT > 0) keeps that supervisor's own record of the
+  // attempts (restarts.json, mlperf.log.<n>).
   // With resumeEpoch > 0 (a resumed run) the directory is reused: rows of
   // metrics.csv from epoch resumeEpoch on are dropped (they will be
   // recomputed), the earlier mlperf.log is kept as mlperf.log.<n>.
@@ -37,6 +42,8 @@ class RunDir {
                      const std::vector<std::string>& values);
 
  private:
+  void removeEarlierRun() const;
+
   std::string path_;
   std::ofstream metrics_;
 };

@@ -110,6 +110,10 @@ struct TrainResult {
   // train.stop_after_epoch ended this invocation before the epoch budget
   // (and the target did not end the run): `--resume auto` continues it.
   bool paused = false;
+  // A stop asked from outside (SIGUSR1, common/stop_request.h) ended this
+  // invocation at a step, checkpointed: no model.pt or summary.json yet;
+  // `--resume auto` continues it.
+  bool stopped = false;
   int64_t globalBatchSize = 0;
   int worldSize = 1;
   double firstLoss = 0;  // mean training loss of the first epoch

@@ -1,0 +1,91 @@
+#include "step/step_graph.h"
+
+#include "bigbatch/common/error.h"
+
+#ifdef BIGBATCH_WITH_CUDA
+#include <ATen/cuda/CUDAEvent.h>
+#include <ATen/cuda/CUDAGraph.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#endif
+
+namespace bigbatch::train_detail {
+
+#ifdef BIGBATCH_WITH_CUDA
+
+struct StepGraph::Impl {
+  explicit Impl(const torch::Device& d) : device(d) {}
+  torch::Device device;
+  at::cuda::CUDAGraph graph;
+  bool captured = false;
+};
+
+bool StepGraph::available() { return true; }
+
+StepGraph::StepGraph(const torch::Device& device)
+    : impl_(std::make_unique<Impl>(device)) {
+  BIGBATCH_REQUIRE(device.is_cuda(), InvalidArgument,
+                   "run.cuda_graph captures a step on a CUDA device, not {}; set run.device = "
+                   "\"cuda\" or run.cuda_graph = false",
+                   device.str());
+}
+
+StepGraph::~StepGraph() = default;
+
+void StepGraph::capture(const std::function<void()>& body) {
+  const c10::cuda::CUDAGuard onDevice(impl_->device);
+  const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(impl_->device.index());
+  // A graph cannot be captured on the legacy default stream.
+  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, impl_->device.index());
+  at::cuda::CUDAEvent queued;
+  queued.record(current);
+  queued.block(side);
+  {
+    const c10::cuda::CUDAStreamGuard onSide(side);
+    impl_->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
+    try {
+      body();
+    } catch (...) {
+      try {
+        impl_->graph.capture_end();
+      } catch (...) {
+      }
+      impl_->graph.reset();
+      throw;
+    }
+    impl_->graph.capture_end();
+  }
+  at::cuda::CUDAEvent done;
+  done.record(side);
+  done.block(current);
+  impl_->captured = true;
+}
+
+bool StepGraph::captured() const { return impl_->captured; }
+
+void StepGraph::replay() {
+  BIGBATCH_CHECK(impl_->captured, Error, "StepGraph::replay() before capture()");
+  const c10::cuda::CUDAGuard onDevice(impl_->device);
+  impl_->graph.replay();
+}
+
+#else
+
+struct StepGraph::Impl {};
+
+bool StepGraph::available() { return false; }
+
+StepGraph::StepGraph(const torch::Device&) {
+  BIGBATCH_THROW(InvalidArgument,
+                 "run.cuda_graph needs the CUDA build of bigbatch (scripts/build-cuda, "
+                 "docs/GPU.md); set run.cuda_graph = false");
+}
+
+StepGraph::~StepGraph() = default;
+void StepGraph::capture(const std::function<void()>&) {}
+bool StepGraph::captured() const { return false; }
+void StepGraph::replay() {}
+
+#endif
+
+}  // namespace bigbatch::train_detail
