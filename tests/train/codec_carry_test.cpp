@@ -4,6 +4,7 @@
 // errors — is kept; Q and the step count are rank 0's.
 #include <gtest/gtest.h>
 
+#include "bigbatch/ckpt/background_writer.h"
 #include "run/model_state.h"
 
 namespace bigbatch::train_detail {
@@ -30,6 +31,34 @@ TEST(CodecCarry, TheNewRanksErrorMemoriesAddUpToTheOldOnes) {
     } else {
       ADD_FAILURE() << "an entry not carried before: " << name;
     }
+  }
+}
+
+}  // namespace
+}  // namespace bigbatch::train_detail
+
+namespace bigbatch::train_detail {
+namespace {
+
+// A checkpoint's parameters are the live tensors, not copies: the
+// synchronous write needs none, and the background one's snapshot
+// (ckpt/background_writer.h, snapshotCheckpoint) makes the one copy — on a
+// GPU one device copy, where namedTensors used to clone every parameter
+// first and the snapshot cloned them again (outside review).
+TEST(ModelState, ACheckpointsParametersAreTheLiveTensorsUntilTheSnapshotCopiesThem) {
+  torch::nn::Linear layer(4, 3);
+  const NamedTensors named = namedTensors(layer->named_parameters());
+  ASSERT_EQ(named.size(), 2u);
+  for (const auto& [name, t] : named) {
+    EXPECT_EQ(t.data_ptr(), layer->named_parameters()[name].data_ptr()) << name;
+    EXPECT_FALSE(t.requires_grad()) << name;  // detached
+  }
+  Checkpoint k;
+  k.parameters = named;
+  const Checkpoint snap = snapshotCheckpoint(k).checkpoint;
+  for (size_t i = 0; i < named.size(); ++i) {
+    EXPECT_NE(snap.parameters[i].second.data_ptr(), named[i].second.data_ptr());
+    EXPECT_TRUE(torch::equal(snap.parameters[i].second, named[i].second));
   }
 }
 
