@@ -18,7 +18,7 @@ namespace bigbatch {
 
 struct BenchStepOptions {
   std::string model = "resnet50";
-  int batch = 256;
+  std::string batches = "256";  // images per step; a comma-separated sweep (16,64,256)
   int size = 224;        // image side
   int steps = 48;        // per epoch: warm-up epoch, then the timed one
   std::string precisions = "bf16,fp16";  // tf32, fp32, bf16, fp16

@@ -21,7 +21,7 @@
 //                        [--partitioned]   (under mpirun)
 //   bigbatch bench pipeline [--dir ROOT | --in-memory] [--decode cpu|gpu] [--workers N]
 //   [--size S] [--batch B] [--epochs E] [--json]
-//   bigbatch bench step [--model M] [--batch B] [--size S] [--steps N] [--precisions LIST]
+//   bigbatch bench step [--model M] [--batch B[,B...]] [--size S] [--steps N] [--precisions LIST]
 //   [--input] [--cuda-graph] [--fused-bn auto|on|off] [--device cuda|cpu] [--set key=value]...
 //   [--profile-out FILE.json] [--run-dir DIR] [--json]
 //
@@ -53,6 +53,7 @@
 #include "plan_command.h"
 #include "plot.h"
 #include "process_env.h"
+#include "bigbatch/launch/slurm_requeue.h"
 #include "bigbatch/launch/supervise_training.h"
 #include "tune_command.h"
 
@@ -154,6 +155,10 @@ CLI::App* addTrainCommand(CLI::App& app, TrainArgs& a) {
 }
 
 int runTrain(const TrainArgs& a, int argc, char** argv) {
+  // SIGUSR1 from here on asks for a stop at a checkpoint, not the process's
+  // end: a preemption warning during the checks below is not lost (the
+  // launcher and the supervisor take it over, common/stop_request.h).
+  bigbatch::armStopRequest();
   bigbatch::Config config = bigbatch::defaultTrainingConfig();
   bigbatch::mergeRecipeFile(config, a.configPath);  // model.path, data.path: from its folder
   for (const auto& s : a.sets) config.set(s);
@@ -208,9 +213,11 @@ int runTrain(const TrainArgs& a, int argc, char** argv) {
   // A user's module file: refused before the run directory exists.
   bigbatch::checkModelLoads(config);
   bigbatch::pinLaunchedRank();  // a rank of --workers: its own CPUs, before any thread starts
-  bigbatch::armStopRequest();   // SIGUSR1: checkpoint and stop at the next step
   const bigbatch::TrainResult result = bigbatch::train(config, options);
-  return result.stopped ? bigbatch::kStoppedExitStatus : 0;
+  if (!result.stopped) return 0;
+  // Stopped at a checkpoint on request: a rank tells its launcher (75); a
+  // run that nothing launched is the top of its job, and requeues it itself.
+  return underMpi ? bigbatch::kStoppedExitStatus : bigbatch::endStoppedJob();
 }
 
 // `bigbatch plot`: run directories share each chart (a tune directory, one
@@ -394,7 +401,10 @@ void addBenchStep(CLI::App& bench, BenchArgs& b) {
   b.step->add_option("--model", b.bs.model, "cnn, resnet or resnet50")
       ->check(CLI::IsMember({"cnn", "resnet", "resnet50"}))
       ->capture_default_str();
-  b.step->add_option("--batch", b.bs.batch, "images per step")->check(atLeast(1))->capture_default_str();
+  b.step->add_option("--batch", b.bs.batches,
+                     "images per step, or a comma-separated sweep (16,32,64,128,256: each "
+                     "precision's rates then also as plan's --device-img-s RATE@BATCH,...)")
+      ->capture_default_str();
   b.step->add_option("--size", b.bs.size, "image side (synthetic 3 x size x size)")
       ->check(atLeast(8))
       ->capture_default_str();

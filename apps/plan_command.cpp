@@ -15,6 +15,8 @@
 #include "bigbatch/models/model_options.h"
 #include "bigbatch/plan/allreduce_cost.h"
 #include "bigbatch/plan/calibration.h"
+#include "bigbatch/plan/cluster.h"
+#include "bigbatch/plan/device_curve.h"
 #include "bigbatch/plan/model_gradients.h"
 #include "bigbatch/plan/published_records.h"
 #include "bigbatch/plan/step_model.h"
@@ -125,11 +127,14 @@ double profileDeviceRate(const PlanArgs& a) {
 }
 
 ordered_json predictionJson(int devices, const plan::Cluster& c, const plan::StepInputs& in,
-                            const plan::RunPrediction& r, const plan::Recommendation& rec) {
+                            const plan::RunPrediction& r, const plan::Recommendation& rec,
+                            const plan::DeviceCurve& curve) {
   const auto& s = r.step;
   return ordered_json{{"devices", devices},
                       {"nodes", c.nodes()},
                       {"device_img_s", in.deviceImgS},
+                      {"device_fixed_s", curve.fixedS()},
+                      {"device_per_image_s", curve.perImageS()},
                       {"img_s", s.imgS},
                       {"scaling_efficiency", s.scalingEfficiency},
                       {"step_time_s", s.stepS},
@@ -149,25 +154,45 @@ ordered_json predictionJson(int devices, const plan::Cluster& c, const plan::Ste
                       {"recommended_img_s", rec.step.imgS}};
 }
 
+// The cluster of `n` devices: a --cluster preset, or the links the flags give.
+plan::Cluster clusterOf(const PlanArgs& a, int n) {
+  if (!a.cluster.empty()) return plan::clusterPreset(a.cluster, n);
+  plan::Cluster c;
+  c.devices = n;
+  c.devicesPerNode = std::min(a.devicesPerNode, n);
+  c.intra = {a.intraGbps, a.intraLatencyUs};
+  c.inter = {a.interGbps, a.interLatencyUs};
+  BIGBATCH_REQUIRE(n < a.devicesPerNode || n % a.devicesPerNode == 0, InvalidArgument,
+                   "--devices {} is not a multiple of --devices-per-node {}: every node holds "
+                   "the same number of devices",
+                   n, a.devicesPerNode);
+  return c;
+}
+
 int runPrediction(PlanArgs a) {
   if (a.profileSteps > 0) {
-    a.deviceImgS = profileDeviceRate(a);
+    const double measured = profileDeviceRate(a);
+    a.deviceImgS = fmt::format("{}@{}", measured, a.batchPerDevice);
     if (!a.json)
       fmt::print("# profile: {} x {} steps at batch {} on this machine: {:.1f} img/s\n", a.model,
-                 a.profileSteps, a.batchPerDevice, a.deviceImgS);
+                 a.profileSteps, a.batchPerDevice, measured);
   }
-  BIGBATCH_REQUIRE(a.deviceImgS > 0, InvalidArgument,
+  BIGBATCH_REQUIRE(!a.deviceImgS.empty(), InvalidArgument,
                    "--device-img-s is required: one device's training rate (images/s) at "
-                   "--batch-per-device, from a benchmark of that device or `bigbatch train` "
-                   "on one worker (its summary.json throughput_img_s); or --profile N to "
-                   "measure it here");
+                   "--batch-per-device, or rates at several batches (rate@batch,...: `bigbatch "
+                   "bench step --batch 16,64,256` prints them), from a benchmark of that device "
+                   "or `bigbatch train` on one worker (its summary.json throughput_img_s); or "
+                   "--profile N to measure it here");
   BIGBATCH_REQUIRE(a.batchPerDevice >= 1, InvalidArgument,
                    "--batch-per-device is required: the examples each device processes per step");
+  const plan::DeviceCurve curve =
+      plan::DeviceCurve::fit(plan::parseRatePoints(a.deviceImgS, a.batchPerDevice));
   const std::vector<int> counts = parseDevices(a.devices);
+  if (a.allreduce.empty()) a.allreduce = a.cluster.empty() ? "auto" : "two_level";
   std::string label;
   plan::StepInputs in;
   in.tensorBytes = gradientBytes(a, label);
-  in.deviceImgS = a.deviceImgS;
+  in.deviceImgS = curve.imgS(a.batchPerDevice);
   in.batchPerDevice = a.batchPerDevice;
   in.fusionBytes = a.fusionMb * kMiB;
   in.allreduce = a.allreduce;
@@ -180,17 +205,9 @@ int runPrediction(PlanArgs a) {
 
   std::vector<ordered_json> rows;
   for (int n : counts) {
-    plan::Cluster c;
-    c.devices = n;
-    c.devicesPerNode = std::min(a.devicesPerNode, n);
-    c.intra = {a.intraGbps, a.intraLatencyUs};
-    c.inter = {a.interGbps, a.interLatencyUs};
-    BIGBATCH_REQUIRE(n < a.devicesPerNode || n % a.devicesPerNode == 0, InvalidArgument,
-                     "--devices {} is not a multiple of --devices-per-node {}: every node holds "
-                     "the same number of devices",
-                     n, a.devicesPerNode);
+    const plan::Cluster c = clusterOf(a, n);
     const plan::RunPrediction r = plan::predictRun(in, c, run);
-    rows.push_back(predictionJson(n, c, in, r, plan::recommend(in, c)));
+    rows.push_back(predictionJson(n, c, in, r, plan::recommend(in, c), curve));
     if (a.linkForRatio > 0)
       rows.back()["inter_gbps_for_ratio"] = plan::interGbpsForRatio(in, c, a.linkForRatio);
   }
@@ -199,11 +216,18 @@ int runPrediction(PlanArgs a) {
     return 0;
   }
   fmt::print("# bigbatch plan: {}\n", label);
+  fmt::print("# device: {:.1f} img/s at {} per device; {}\n", in.deviceImgS, a.batchPerDevice,
+             curve.describe());
+  const plan::Cluster shape = clusterOf(a, counts.back());
   fmt::print(
-      "# {:.1f} img/s per device at {} per device; links: intra {} Gb/s {} us, inter {} "
-      "Gb/s {} us per node of {}; {} allreduce, {} MiB buckets, overlap {}, jitter {}\n",
-      a.deviceImgS, a.batchPerDevice, a.intraGbps, a.intraLatencyUs, a.interGbps, a.interLatencyUs,
-      a.devicesPerNode, a.allreduce, a.fusionMb, a.noOverlap ? "off" : "on", a.jitter);
+      "# links: intra {} Gb/s {} us ({}), inter {} Gb/s {} us per node of {} ({}{}); {} "
+      "allreduce, {} MiB buckets, overlap {}, jitter {}\n",
+      shape.intra.gbps, shape.intra.latencyUs, shape.intraReduction, shape.inter.gbps,
+      shape.inter.latencyUs, shape.devicesPerNode, shape.interReduction,
+      shape.interReduction == "in_network"
+          ? fmt::format(", {} switch levels of {} us", shape.switchLevels, shape.switchLatencyUs)
+          : std::string(),
+      a.allreduce, a.fusionMb, a.noOverlap ? "off" : "on", a.jitter);
   fmt::print("# time to train: {} epochs of {} examples, evaluating {} every {} epoch(s)\n",
              a.epochs, a.datasetSize, a.evalSize, a.evalEvery);
   fmt::print("{:>8} {:>6} {:>12} {:>6} {:>9} {:>9} {:>9} {:>9} {:>8} {:>18} {:>10}   {}\n",
@@ -314,6 +338,9 @@ int runPublished(const PlanArgs& a) {
     fmt::print("# {}: {} x {} ({} per node), {} per device at {:.1f} img/s\n", record.model,
                record.cluster.devices, record.device, record.cluster.devicesPerNode,
                record.batchPerDevice, record.deviceImgS);
+    if (!record.devicePoints.empty()) {
+      fmt::print("#   device curve: {}\n", plan::DeviceCurve::fit(record.devicePoints).describe());
+    }
     for (const auto& source : record.sources) fmt::print("#   {}\n", source);
     fmt::print(
         "# predicted step {:.1f} ms = compute {:.1f} + exposed exchange {:.1f} (of {:.1f}) "
@@ -373,8 +400,10 @@ void addClusterOptions(CLI::App* plan, PlanArgs& a) {
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   plan->add_option("--device-img-s", a.deviceImgS,
-                   "one device's training rate in images/s at --batch-per-device (required "
-                   "unless --profile, --published or --calibrate)");
+                   "one device's training rate in images/s at --batch-per-device, or rates at "
+                   "several batches, RATE@BATCH,... (a fixed cost per step plus a cost per image "
+                   "is fitted to them: the rate at any batch; `bench step --batch A,B,...` "
+                   "prints them); required unless --profile, --published or --calibrate");
   plan->add_option("--batch-per-device", a.batchPerDevice,
                    "examples per device per step (required unless --published or --calibrate)");
   plan->add_option("--intra-gbps", a.intraGbps,
@@ -393,9 +422,18 @@ void addClusterOptions(CLI::App* plan, PlanArgs& a) {
       ->capture_default_str();
   plan->add_option("--allreduce", a.allreduce,
                    "ring, halving_doubling, recursive_doubling, hierarchical (bigbatch's), "
-                   "torus2d (the published runs' two-level scheme), or auto (the cheapest of "
-                   "bigbatch's per bucket)")
-      ->capture_default_str();
+                   "torus2d (the published runs' two-level scheme), two_level (NCCL's two "
+                   "levels with the cluster's reductions: nvls, tree, in_network), or auto (the "
+                   "cheapest of bigbatch's per bucket); default: auto, two_level with --cluster");
+  CLI::Option* cluster = plan->add_option(
+      "--cluster", a.cluster,
+      "a named machine instead of --devices-per-node and the links: dgx-h100, dgx-a100, "
+      "abci-v100, each with its reductions overridable per level: NAME,intra=ring|nvls,"
+      "inter=ring|tree|in_network (docs/SCALE.md)");
+  for (const char* flag : {"--devices-per-node", "--intra-gbps", "--inter-gbps",
+                           "--intra-latency-us", "--inter-latency-us"}) {
+    cluster->excludes(plan->get_option(flag));
+  }
   plan->add_option("--fusion-mb", a.fusionMb, "bucket size cap in MiB (ddp.fusion_bytes)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();

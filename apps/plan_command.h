@@ -16,8 +16,9 @@ struct PlanArgs {
   double gradMb = 0;               // > 0: a gradient of this many MB (1e6 B) instead of a model
   std::string devices = "8";       // one count or a comma-separated sweep
   int devicesPerNode = 1;
-  double deviceImgS = 0;
+  std::string deviceImgS;  // "X", or "X@B,Y@B2,..." (plan/device_curve.h)
   int batchPerDevice = 0;
+  std::string cluster;     // a preset, plan/cluster.h clusterPreset(); "": the flags' links
   int profileSteps = 0;  // > 0: measure --device-img-s here (timed training steps)
   int imageSize = 0;     // of the profile's inputs; 0: 224 for resnet50, else 28
   int channels = 0;      // of the profile's inputs; 0: 3 for resnet50, else 1
@@ -25,7 +26,7 @@ struct PlanArgs {
   double intraGbps = 200, interGbps = 100;
   double intraLatencyUs = 5, interLatencyUs = 5;
   std::string precision = "fp32";  // of the exchange: fp32 or fp16
-  std::string allreduce = "auto";
+  std::string allreduce;  // "": auto, or two_level on a --cluster
   double fusionMb = 25;  // MiB
   double backwardShare = 2.0 / 3.0, optimizerShare = 0, jitter = 0.02;
   bool noOverlap = false;

@@ -282,6 +282,11 @@ std::string CheckpointDir::save(const Checkpoint& c, const WriteProgress& progre
   const std::string name = fmt::format("ckpt-{:09d}.pt", c.globalStep);
   const std::string path = (fs::path(dir_) / name).string();
   writeCheckpoint(c, path, progress);
+  // Its writer, beside it (ownerOf reads this instead of the whole file).
+  if (!c.runDir.empty()) {
+    const std::string owner = c.runDir + "\n";
+    writeFileAtomically(path + ".run", owner.data(), owner.size());
+  }
   const std::string latest = name + "\n";
   writeFileAtomically((fs::path(dir_) / "latest").string(), latest.data(), latest.size());
   // Only this step and earlier ones compete for the `keep` places.
@@ -289,14 +294,21 @@ std::string CheckpointDir::save(const Checkpoint& c, const WriteProgress& progre
   all.erase(std::remove_if(all.begin(), all.end(),
                            [&](const auto& k) { return k.first > c.globalStep; }),
             all.end());
-  for (size_t i = 0; i + keep_ < all.size(); ++i) fs::remove(all[i].second, ec);
+  for (size_t i = 0; i + keep_ < all.size(); ++i) {
+    fs::remove(all[i].second, ec);
+    fs::remove(all[i].second + ".run", ec);
+  }
   return path;
 }
 
 namespace {
-// The run directory a checkpoint file says wrote it; "" when it does not
-// say or does not read.
+// The run directory a checkpoint file says wrote it: its .run file, else
+// (written before 2026-12-06, or the .run lost) the checkpoint itself; ""
+// when it does not say or does not read.
 std::string ownerOf(const std::string& path) {
+  std::ifstream side(path + ".run");
+  std::string owner;
+  if (std::getline(side, owner) && !owner.empty()) return owner;
   try {
     return readCheckpoint(path).runDir;
   } catch (const Error&) {
@@ -315,6 +327,7 @@ int CheckpointDir::removeAll(const std::string& owner) {
       continue;
     }
     removed += fs::remove(path, ec) ? 1 : 0;
+    fs::remove(path + ".run", ec);
   }
   std::ifstream latestIn((fs::path(dir_) / "latest").string());
   std::string named;

@@ -4,6 +4,7 @@
 #include <sstream>
 
 #include "bigbatch/common/error.h"
+#include "bigbatch/common/logging.h"
 #include "bigbatch/common/supervision_env.h"
 
 namespace bigbatch {
@@ -61,7 +62,16 @@ std::optional<int> slotInPlan(const std::vector<HostSlots>& plan, const HostIden
 int launchSlot(int localRank) {
   const char* text = std::getenv(kSlotsEnv);
   if (text == nullptr || *text == '\0') return localRank;
-  return slotInPlan(parseSlotPlan(text), thisHost(), localRank).value_or(localRank);
+  const HostIdentity me = thisHost();
+  const std::optional<int> slot = slotInPlan(parseSlotPlan(text), me, localRank);
+  if (!slot) {
+    // The slot left out after a lost worker may be this one: say so.
+    log().warn("{}='{}' names no host that is this one ({}) with a local rank {}: taking slot {} "
+               "(the supervisor's plan does not describe this launch; a slot it left out may "
+               "be used again)",
+               kSlotsEnv, text, me.name, localRank, localRank);
+  }
+  return slot.value_or(localRank);
 }
 
 }  // namespace bigbatch

@@ -15,8 +15,10 @@ namespace {
 // data race. Its one sink is a dist_sink, whose children (the console, a
 // run's train.log) are swapped under the lock that every message takes.
 struct Logging {
-  std::shared_ptr<spdlog::sinks::dist_sink_mt> sinks = std::make_shared<spdlog::sinks::dist_sink_mt>();
-  std::shared_ptr<spdlog::sinks::sink> console = std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
+  std::shared_ptr<spdlog::sinks::dist_sink_mt> sinks =
+      std::make_shared<spdlog::sinks::dist_sink_mt>();
+  std::shared_ptr<spdlog::sinks::sink> console =
+      std::make_shared<spdlog::sinks::stderr_color_sink_mt>();
   std::shared_ptr<spdlog::logger> logger;
   std::mutex setup;  // initLogging and addLogFile: one at a time
 

@@ -66,6 +66,18 @@ std::vector<double> JobCollectives::allreduceMax(std::vector<double> values) {
   return values;
 }
 
+uint64_t JobCollectives::startMax(std::shared_ptr<int64_t> value, const char* operation) {
+  if (size_ == 1) return 0;
+  return thread_->submit([this, value, operation] {
+    StallWatchdog::Scope watched(watchdog_, StallWatchdog::kCommThread, operation);
+    allreduceMaxInt64(comm_, value.get(), 1, kMaxTag);
+  });
+}
+
+void JobCollectives::finishMax(uint64_t ticket) {
+  if (ticket > 0) thread_->waitFor(ticket);
+}
+
 std::vector<double> JobCollectives::allreduceMin(std::vector<double> values) {
   for (auto& x : values) x = -x;
   values = allreduceMax(std::move(values));

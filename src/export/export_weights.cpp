@@ -21,8 +21,7 @@ bool endsWith(const std::string& s, const std::string& tail) {
 // A checkpoint's weights and evaluation buffers; nullopt when `source` is
 // not a checkpoint. `config` gets the checkpoint's config.
 std::optional<c10::Dict<std::string, at::Tensor>> checkpointWeights(const std::string& source,
-                                                                    Config& config,
-                                                                    int64_t& step) {
+                                                                    Config& config, int64_t& step) {
   Checkpoint k;
   try {
     k = readCheckpoint(source);
@@ -80,7 +79,8 @@ std::string exportTorchScript(const std::string& exportSource, const std::string
 
 std::string exportWeights(const std::string& exportSource, const std::string& exportTarget) {
   std::string source = exportSource;
-  if (endsWith(exportTarget, ".jit.pt")) return exportTorchScript(exportSource, source, exportTarget);
+  if (endsWith(exportTarget, ".jit.pt"))
+    return exportTorchScript(exportSource, source, exportTarget);
   if (std::filesystem::is_directory(source)) {
     source = (std::filesystem::path(source) / "model.pt").string();
     BIGBATCH_REQUIRE(std::filesystem::exists(source), IoError,
@@ -99,15 +99,14 @@ std::string exportWeights(const std::string& exportSource, const std::string& ex
     // Python's state_dict() has them (the checkpoint holds each once).
     if (config.getString("model.name") == "torchscript" &&
         std::filesystem::exists(config.getString("model.path"))) {
-      addAliases(
-          dict, ScriptedClassifierImpl(config.getString("model.path")).tensorAliases());
+      addAliases(dict, ScriptedClassifierImpl(config.getString("model.path")).tensorAliases());
     }
   } else {
     dict = readStateDict(source);
   }
   writeStateDict(dict, exportTarget);
-  return fmt::format("wrote {} tensors of {} to {} (Python: torch.load(\"{}\"))", dict.size(),
-                     what, exportTarget, exportTarget);
+  return fmt::format("wrote {} tensors of {} to {} (Python: torch.load(\"{}\"))", dict.size(), what,
+                     exportTarget, exportTarget);
 }
 
 }  // namespace bigbatch

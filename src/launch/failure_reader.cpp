@@ -63,9 +63,16 @@ void FailureReader::scan(const std::string& line) {
   if (rank_ < 0 && std::regex_search(line, m, mpiRank)) {
     rank_ = std::stoi(m[1]);
     host_ = m[2];
-  } else if (rank_ < 0 && std::regex_search(line, m, srunTask)) {
-    rank_ = std::stoi(m[2]);
-    host_ = m[1];
+  } else if (std::regex_search(line, m, srunTask) && (rank_ < 0 || byTermination_)) {
+    // srun ends the other tasks itself (--kill-on-bad-exit), and its line
+    // for them ("Terminated") may come first: the first other line names
+    // the task that failed.
+    const bool terminated = line.find(": Terminated") != std::string::npos;
+    if (rank_ < 0 || !terminated) {
+      rank_ = std::stoi(m[2]);
+      host_ = m[1];
+      byTermination_ = terminated;
+    }
   }
   if (reason_.empty() && line.rfind("bigbatch: ", 0) == 0 &&
       line.find("error") != std::string::npos) {

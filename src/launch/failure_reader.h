@@ -2,9 +2,9 @@
 // while it is passed on to ours: the first bigbatch error line (bigbatch's
 // errors name their rank, "[rank 1] ..."), and the rank and host mpirun
 // or srun names when a process died ("process rank 1 with PID 0 on node h1
-// exited on signal 9"; "srun: error: h1: task 1: Killed"). The launcher and the supervisor print it again after the
-// job, so the named cause is the last thing a user reads, not mpirun's
-// help text.
+// exited on signal 9"; "srun: error: h1: task 1: Killed"). The launcher
+// and the supervisor print it again after the job, so the named cause is
+// the last thing a user reads, not mpirun's help text.
 //
 // Internal to src/launch. Threading: a thread of its own pumps the pipe;
 // finish() from the owner once every writer is gone.
@@ -41,6 +41,7 @@ class FailureReader {
   int fd_;
   std::atomic<bool> stop_{false}, done_{false};
   int rank_ = -1;
+  bool byTermination_ = false;  // rank_ from srun's "Terminated": a later line may say better
   std::string host_, reason_;
   std::thread thread_;
 };

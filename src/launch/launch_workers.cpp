@@ -19,10 +19,10 @@
 #include "bigbatch/common/stop_request.h"
 #include "bigbatch/common/supervision_env.h"
 #include "bigbatch/launch/rank_launcher.h"
+#include "bigbatch/launch/slurm_requeue.h"
 #include "bigbatch/launch/worker_placement.h"
 #include "failure_reader.h"
 #include "job_process.h"
-#include "slurm_requeue.h"
 
 namespace bigbatch {
 
@@ -143,10 +143,16 @@ int launchWorkers(const RankLauncher& launcher, int workers, int threadsPerRank,
   const launch_detail::JobProcess job = launch_detail::startJobProcess(
       args, blocked->previous(),
       fmt::format("install openmpi-bin (scripts/setup), correct {}, or run with --workers 1",
-                  launcher.name() == std::string("srun") ? "run.launcher (srun: inside a Slurm allocation)" : kMpirunEnv));
+                  launcher.name() == std::string("srun")
+                      ? "run.launcher (srun: inside a Slurm allocation)"
+                      : kMpirunEnv));
   launch_detail::FailureReader reader(job.stderrFd);
   jobGroup = job.pid;
   blocked.reset();
+  // A stop asked before the job's group was known (bigbatch train armed the
+  // request first thing): the job hears of it now.
+  if (stopRequested()) stopAsked = true;
+  if (stopAsked) kill(-job.pid, kStopSignal);
   int wstatus = 0;
   pid_t waited = -1;
   while ((waited = waitpid(job.pid, &wstatus, 0)) < 0 && errno == EINTR) {
@@ -158,9 +164,16 @@ int launchWorkers(const RankLauncher& launcher, int workers, int threadsPerRank,
   jobGroup = 0;
   const int status = WIFSIGNALED(wstatus) ? 128 + WTERMSIG(wstatus) : WEXITSTATUS(wstatus);
   // Every rank checkpointed at one step and stopped (SIGUSR1): requeued
-  // under Slurm.
+  // under Slurm. A job that failed while stopping is requeued too (the
+  // allocation is ending; the newest checkpoint continues), its cause said.
   if (status == kStoppedExitStatus || (stopAsked && status != 0)) {
-    return launch_detail::endStoppedJob();
+    if (status != kStoppedExitStatus) {
+      std::fprintf(stderr,
+                   "bigbatch: the job failed (exit status %d) while stopping on request%s%s\n",
+                   status, reader.reason().empty() ? "" : "; its first error: ",
+                   reader.reason().c_str());
+    }
+    return endStoppedJob();
   }
   if (status != 0 && !reader.reason().empty()) {
     // mpirun's own report (its help text, the lines of an aborting job)

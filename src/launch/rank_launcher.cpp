@@ -4,12 +4,12 @@
 #include <sstream>
 #include <string>
 
-extern char** environ;
-
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/supervision_env.h"
 #include "bigbatch/launch/launch_workers.h"
 #include "bigbatch/launch/worker_placement.h"
+
+extern char** environ;  // the process's environment (unistd.h's, declared as POSIX says)
 
 namespace bigbatch {
 namespace {
@@ -51,7 +51,8 @@ class MpirunLauncher final : public RankLauncher {
     // as the user exported them, e.g. in a batch script.
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry = *e;
-      if (entry.rfind("NCCL_", 0) == 0) args.insert(args.end(), {"-x", entry.substr(0, entry.find('='))});
+      if (entry.rfind("NCCL_", 0) == 0)
+        args.insert(args.end(), {"-x", entry.substr(0, entry.find('='))});
     }
     return args;
   }
@@ -68,6 +69,11 @@ class SrunLauncher final : public RankLauncher {
   std::vector<std::string> program() const override { return {"srun"}; }
   std::vector<std::string> rankArguments(int workers, bool /*root*/) const override {
     std::vector<std::string> args = {"--ntasks", std::to_string(workers), "--kill-on-bad-exit=1"};
+    // Slurm 22.05 (Debian 12's) no longer hands a step the batch job's
+    // --cpus-per-task; without it a rank may be bound to one CPU.
+    if (const char* cpus = std::getenv("SLURM_CPUS_PER_TASK"); cpus != nullptr && *cpus != '\0') {
+      args.push_back(std::string("--cpus-per-task=") + cpus);
+    }
     // PMIx is what Debian 12's Slurm (mpi_pmix_v4) and Open MPI (external
     // PMIx 4.2) share; its PMI-2 plugin starts no Open MPI rank. A site's
     // SLURM_MPI_TYPE stands.

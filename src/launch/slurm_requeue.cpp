@@ -1,4 +1,4 @@
-#include "slurm_requeue.h"
+#include "bigbatch/launch/slurm_requeue.h"
 
 #include <spawn.h>
 #include <sys/wait.h>
@@ -13,7 +13,7 @@
 
 extern char** environ;
 
-namespace bigbatch::launch_detail {
+namespace bigbatch {
 
 int endStoppedJob() {
   const char* job = std::getenv("SLURM_JOB_ID");
@@ -33,8 +33,10 @@ int endStoppedJob() {
   int status = 0;
   const int spawned = posix_spawnp(&pid, "scontrol", nullptr, nullptr, argv, environ);
   if (spawned == 0) {
-    while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+    pid_t waited = -1;
+    while ((waited = waitpid(pid, &status, 0)) < 0 && errno == EINTR) {
     }
+    if (waited < 0) status = 1 << 8;  // a requeue nobody saw succeed did not
   }
   if (spawned != 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
     std::fprintf(stderr,
@@ -53,4 +55,4 @@ int endStoppedJob() {
   return 0;
 }
 
-}  // namespace bigbatch::launch_detail
+}  // namespace bigbatch

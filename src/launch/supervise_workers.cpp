@@ -30,10 +30,10 @@
 #include "bigbatch/launch/job_mlperf_log.h"
 #include "bigbatch/launch/launch_workers.h"
 #include "bigbatch/launch/rank_launcher.h"
+#include "bigbatch/launch/slurm_requeue.h"
 #include "bigbatch/launch/worker_placement.h"
 #include "failure_reader.h"
 #include "job_process.h"
-#include "slurm_requeue.h"
 
 namespace bigbatch {
 namespace {
@@ -187,6 +187,9 @@ std::optional<int> runAttempt(const std::vector<std::string>& command, int worke
   launch_detail::FailureReader reader(job.stderrFd);
   runningGroup = child;
   blocked.reset();  // a signal that came meanwhile is delivered now, and forwarded
+  // A stop asked just before the group was known (the handler had no one
+  // to tell): the attempt hears of it now.
+  if (stopAsked) kill(-child, kStopSignal);
   int wstatus = 0;
   pid_t waited = -1;
   while ((waited = waitpid(child, &wstatus, 0)) < 0 && errno == EINTR) {
@@ -374,7 +377,9 @@ class SupervisionScope {
  public:
   SupervisionScope() {
     interruptedBy = 0;
-    stopAsked = false;
+    // A SIGUSR1 that came while the job was being checked, before this
+    // supervision's handler: bigbatch train armed the request first thing.
+    stopAsked = stopRequested();
     prctl(PR_GET_CHILD_SUBREAPER, &wasSubreaper_);
     // Orphans of an attempt (a rank whose daemon died first) become this
     // process's children instead of init's, for endAttempt to end and reap.
@@ -406,7 +411,21 @@ class SupervisionScope {
 int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
   const SupervisionScope scope;
   const std::unique_ptr<RankLauncher> launcher = RankLauncher::named(s.launcher);
-  setenv(kSupervisorEnv, supervisorIdentity().c_str(), 1);
+  const std::string identity = supervisorIdentity();
+  setenv(kSupervisorEnv, identity.c_str(), 1);
+  // Rank 0 checks it sees this run directory (src/train/run/run_start.cpp):
+  // where it does not, nothing the supervisor reads there would be the run's.
+  fs::create_directories(s.runDir);
+  const std::string token = identity + "\n";
+  const fs::path tokenFile = fs::path(s.runDir) / ".supervisor";
+  writeFileAtomically(tokenFile.string(), token.data(), token.size());
+  struct RemovedAtTheEnd {
+    fs::path path;
+    ~RemovedAtTheEnd() {
+      std::error_code ignored;
+      fs::remove(path, ignored);
+    }
+  } tokenGuard{tokenFile};
   // Where the workers run, to leave a lost one's slot out (worker_placement.h):
   // the launcher's hosts, and where each rank of an attempt said it ran.
   std::string unplaced;
@@ -443,7 +462,7 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
     if (stopAsked) {  // between two attempts: nothing to stop, the newest checkpoint stands
       removeAttemptFiles();
       writeJobLog(s.runDir, attemptLogs);
-      return launch_detail::endStoppedJob();
+      return endStoppedJob();
     }
     const auto start = Clock::now();
     Failure f;
@@ -469,15 +488,25 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
                          : describeStatus(wstatus, f.status);
     if (unfinished) f.status = 1;
     f.failedAtStep = lastStepIn(stepFile);
-    // Stopped on request (SIGUSR1 to this process, or to the ranks
-    // directly): no restart here — the allocation is about to end; the job
-    // is requeued and continues from the checkpoint every rank wrote.
-    if (f.status == kStoppedExitStatus || stopAsked) {
+    // Stopped on request (SIGUSR1 to this process, or to the ranks): no
+    // restart here — the allocation is about to end; the job is requeued
+    // and continues from the newest checkpoint. A run that finished all the
+    // same (the stop came in its last steps) is done, not requeued.
+    if (f.status == kStoppedExitStatus || (stopAsked && f.status != 0)) {
       removeAttemptFiles();
+      if (f.status != kStoppedExitStatus) {  // it failed while stopping: say so, keep it
+        f.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+        f.endedAtMs = unixMs();
+        failures.push_back(f);
+        std::fprintf(stderr, "bigbatch: attempt %d failed (%s) while stopping on request\n",
+                     attempt, describe(f).c_str());
+      }
       attemptLogs.push_back(takeAttemptLog(s.runDir));
       writeJobLog(s.runDir, attemptLogs);
-      if (!failures.empty()) writeJsonFile(fs::path(s.runDir) / "restarts.json", failuresJson(failures));
-      return launch_detail::endStoppedJob();
+      if (!failures.empty()) {
+        writeJsonFile(fs::path(s.runDir) / "restarts.json", failuresJson(failures));
+      }
+      return endStoppedJob();
     }
     if (f.status == 0) {
       removeAttemptFiles();
@@ -541,7 +570,9 @@ int superviseWorkers(const SupervisorSettings& s, int argc, char** argv) {
         const std::string where = placement->drop(f.rank, places);
         setenv(kSlotsEnv, placement->slotPlan().c_str(), 1);
         std::string next;
-        for (const auto& w : launcher->hostArguments(*placement)) next += (next.empty() ? "" : " ") + w;
+        for (const auto& w : launcher->hostArguments(*placement)) {
+          next += (next.empty() ? "" : " ") + w;
+        }
         std::fprintf(stderr, "bigbatch: left out: %s%s%s\n", where.c_str(),
                      next.empty() ? "" : "; the next attempts run with ", next.c_str());
       } else {

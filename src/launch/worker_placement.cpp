@@ -2,12 +2,12 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <fstream>
-#include <algorithm>
 #include <regex>
-#include <tuple>
 #include <sstream>
+#include <tuple>
 
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/launch_slot.h"
@@ -154,6 +154,7 @@ int WorkerPlacement::hostOf(const RankPlace& place) const {
 
 std::string WorkerPlacement::drop(int rank, const std::vector<RankPlace>& places) {
   int h = -1, slot = -1;
+  std::string unmatched;  // the rank said where it ran, in no host the launcher names
   for (const RankPlace& r : places) {
     if (r.rank != rank) continue;
     h = hostOf(r);
@@ -162,6 +163,7 @@ std::string WorkerPlacement::drop(int rank, const std::vector<RankPlace>& places
       const auto& slots = hosts_[static_cast<size_t>(h)].slots;
       if (std::find(slots.begin(), slots.end(), slot) == slots.end()) h = -1;
     }
+    if (h < 0) unmatched = fmt::format("{} (slot {})", r.host.name, r.slot);
   }
   const bool reported = h >= 0;
   if (!reported) std::tie(h, slot) = placeOf(rank);
@@ -174,7 +176,14 @@ std::string WorkerPlacement::drop(int rank, const std::vector<RankPlace>& places
     out += ", its last: the host";
     hosts_.erase(hosts_.begin() + h);
   }
-  if (!reported) out += " (as mapping by slot places it: the rank never said where it ran)";
+  if (!reported && unmatched.empty()) {
+    out += " (as mapping by slot places it: the rank never said where it ran)";
+  } else if (!reported) {
+    out += fmt::format(
+        " (as mapping by slot places it: the rank said it ran on {}, which no host the launcher "
+        "names matches by name or address; name hosts in the hostfile as they name themselves)",
+        unmatched);
+  }
   return out;
 }
 

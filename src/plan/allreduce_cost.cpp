@@ -1,5 +1,6 @@
 #include "bigbatch/plan/allreduce_cost.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -125,11 +126,45 @@ CommCost torus2dCost(double bytes, const Cluster& c) {
   return cost;
 }
 
+int ceilLog2(int n) {
+  int k = 0;
+  while ((1 << k) < n) ++k;
+  return k;
+}
+
+// NCCL's two levels with the cluster's reductions (allreduce_cost.h).
+CommCost twoLevelCost(double bytes, const Cluster& c) {
+  const int g = c.devicesPerNode, h = c.nodes();
+  CommCost cost;
+  if (g > 1) {  // reduce-scatter and, at the end, allgather inside the node
+    const bool nvls = c.intraReduction == "nvls";
+    cost.intraMessages = nvls ? 2.0 : 2.0 * (g - 1);
+    cost.intraBytes = nvls ? 2.0 * bytes / g : 2.0 * (g - 1) * bytes / g;
+  }
+  if (h > 1) {
+    if (c.interReduction == "in_network") {
+      cost.interMessages += 2;
+      cost.interBytes += bytes;
+      cost.switchHops += 2.0 * c.switchLevels;
+    } else if (c.interReduction == "tree") {
+      cost.interMessages += 2.0 * ceilLog2(h);
+      cost.interBytes += 2.0 * bytes;
+    } else {
+      Cluster across = c;
+      across.devices = h;
+      across.devicesPerNode = 1;
+      cost += ringCost(bytes, h, across);
+    }
+  }
+  return cost;
+}
+
 }  // namespace
 
 double CommCost::seconds(const Cluster& c) const {
   return intraMessages * c.intra.alphaS() + intraBytes * c.intra.betaSPerByte() +
-         interMessages * c.inter.alphaS() + interBytes * c.inter.betaSPerByte();
+         interMessages * c.inter.alphaS() + interBytes * c.inter.betaSPerByte() +
+         switchHops * c.switchLatencyUs * 1e-6;
 }
 
 CommCost& CommCost::operator+=(const CommCost& o) {
@@ -137,6 +172,7 @@ CommCost& CommCost::operator+=(const CommCost& o) {
   intraBytes += o.intraBytes;
   interMessages += o.interMessages;
   interBytes += o.interBytes;
+  switchHops += o.switchHops;
   return *this;
 }
 
@@ -145,6 +181,14 @@ std::vector<std::string> plannedAlgorithms() {
 }
 
 CommCost allreduceCost(const std::string& algorithm, double bytes, const Cluster& c) {
+  static const std::vector<std::string> known = {"ring",         "halving_doubling",
+                                                 "recursive_doubling", "hierarchical",
+                                                 "torus2d",      "two_level", "auto"};
+  BIGBATCH_REQUIRE(std::find(known.begin(), known.end(), algorithm) != known.end(),
+                   InvalidArgument,
+                   "--allreduce '{}': choose ring, halving_doubling, recursive_doubling, "
+                   "hierarchical, torus2d, two_level or auto",
+                   algorithm);
   const int n = c.devices;
   if (n <= 1 || bytes <= 0) return {};
   if (algorithm == "ring") return ringCost(bytes, n, c);
@@ -152,11 +196,8 @@ CommCost allreduceCost(const std::string& algorithm, double bytes, const Cluster
   if (algorithm == "recursive_doubling") return recursiveDoublingCost(bytes, n, c);
   if (algorithm == "hierarchical") return hierarchicalCost(bytes, c);
   if (algorithm == "torus2d") return torus2dCost(bytes, c);
-  if (algorithm == "auto") return cheapestAllreduce(bytes, c).second;
-  BIGBATCH_THROW(InvalidArgument,
-                 "--allreduce '{}': choose ring, halving_doubling, recursive_doubling, "
-                 "hierarchical, torus2d or auto",
-                 algorithm);
+  if (algorithm == "two_level") return twoLevelCost(bytes, c);
+  return cheapestAllreduce(bytes, c).second;
 }
 
 std::pair<std::string, CommCost> cheapestAllreduce(double bytes, const Cluster& c) {

@@ -204,9 +204,10 @@ TrainResult EpochLoop::finishStopped() {
   result.runDir = run_.start.runDir ? run_.start.runDir->path() : std::string();
   result.trainTimeS = elapsedNow();
   if (recorder_.prints()) {
-    fmt::print("stopped at step {} (epoch {}) on request (signal {}: SIGUSR1), its checkpoint "
-               "written; `--resume auto` continues the run\n",
-               state_.globalStep, state_.epoch, kStopSignal);
+    fmt::print(
+        "stopped at step {} (epoch {}) on request (signal {}: SIGUSR1), its checkpoint "
+        "written; `--resume auto` continues the run\n",
+        state_.globalStep, state_.epoch, kStopSignal);
     std::fflush(stdout);
   }
   return result;

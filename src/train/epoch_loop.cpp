@@ -15,7 +15,6 @@
 #include "bigbatch/models/scripted_model.h"
 #include "bigbatch/schedule/piecewise_linear.h"
 #include "bigbatch/train/step_profiler.h"
-#include "bigbatch/common/stop_request.h"
 #include "bigbatch/common/supervision_env.h"
 #include "evaluation.h"
 #include "run/model_state.h"

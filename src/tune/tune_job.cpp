@@ -36,7 +36,7 @@ std::string selfPath() {
 // The tune directory: on a fresh start it must hold no tune and gets the
 // recipe and settings; on --resume they must equal what it was started with.
 void prepareTuneDir(const fs::path& dir, const TuneRequest& a, const std::string& recipeText,
-                           const nlohmann::ordered_json& settings) {
+                    const nlohmann::ordered_json& settings) {
   fs::create_directories(dir);
   if (a.resume && fs::exists(dir / "tune.json")) {
     nlohmann::ordered_json before;

@@ -124,8 +124,8 @@ std::string applyToRecipe(const std::string& text, const std::vector<std::string
 
 // best.json, best.toml and the summary on the terminal.
 void writeTuneOutcome(const fs::path& dir, const std::string& origin, const std::string& recipeText,
-                  const Config& recipe, const std::vector<std::string>& sets, const TuneSettings& s,
-                  const TuneResult& r) {
+                      const Config& recipe, const std::vector<std::string>& sets,
+                      const TuneSettings& s, const TuneResult& r) {
   writeBestRecipe(dir, origin, recipeText, recipe, sets, s, r);
   // The figures are over the runs that trained the whole budget: when
   // --budget-epochs ended the search below the top rung, the best trial's

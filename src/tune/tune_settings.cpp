@@ -149,7 +149,8 @@ void checkSearchSpace(const Config& recipe, const std::vector<SearchParameter>& 
   }
 }
 
-nlohmann::ordered_json tuneSettingsJson(const TuneSettings& s, const std::vector<std::string>& sets) {
+nlohmann::ordered_json tuneSettingsJson(const TuneSettings& s,
+                                        const std::vector<std::string>& sets) {
   nlohmann::ordered_json j;
   j["params"] = s.params;
   j["sets"] = sets;

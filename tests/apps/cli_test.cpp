@@ -465,7 +465,7 @@ TEST(Cli, PlanPublishedRowsAreWithinTwentyPercent) {
   Outcome o = run("plan --published --json", /*stderrToo=*/false);
   ASSERT_EQ(o.status, 0) << o.output;
   const auto rows = jsonRows(o.output);
-  ASSERT_EQ(rows.size(), 11u) << o.output;
+  ASSERT_EQ(rows.size(), 14u) << o.output;
   int networkBound = 0;
   for (const auto& r : rows) {
     EXPECT_TRUE(r["within_20_percent"].get<bool>()) << r.dump();

@@ -78,12 +78,12 @@ grep -q "config changed since the checkpoint (the continuation is not bit-exact)
 shared=(--set ckpt.dir="$dir/shared" --set train.epochs=1)
 "$bin" train "$config" "${common[@]}" "${shared[@]}" --run-dir "$dir/a" >"$dir/log8" 2>&1 ||
   fail "run A into the shared ckpt.dir failed"
-[ "$(ls "$dir/shared" | grep -c '^ckpt-')" = 2 ] || fail "run A left $(ls "$dir/shared") in the shared ckpt.dir"
+[ "$(ls "$dir/shared" | grep -c '^ckpt-[0-9]*\.pt$')" = 2 ] || fail "run A left $(ls "$dir/shared") in the shared ckpt.dir"
 "$bin" train "$config" "${common[@]}" "${shared[@]}" --run-dir "$dir/b" --overwrite >"$dir/log9" 2>&1
 rc=$?
 [ "$rc" -eq 1 ] || fail "run B into another run's ckpt.dir exited $rc, not 1"
 grep -q "holds checkpoints of another run ($dir/a)" "$dir/log9" || fail "the refusal does not name run A"
-[ "$(ls "$dir/shared" | grep -c '^ckpt-')" = 2 ] || fail "run B's --overwrite removed run A's checkpoints"
+[ "$(ls "$dir/shared" | grep -c '^ckpt-[0-9]*\.pt$')" = 2 ] || fail "run B's --overwrite removed run A's checkpoints"
 "$bin" train "$config" "${common[@]}" "${shared[@]}" --run-dir "$dir/b" --resume auto >"$dir/log10" 2>&1 &&
   fail "--resume auto of run B took run A's checkpoint"
 grep -q "which another run wrote ($dir/a)" "$dir/log10" || fail "--resume auto of B does not name run A"

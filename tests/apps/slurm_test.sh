@@ -197,32 +197,39 @@ nothing_left
 grep -E "start [12] on|resuming from" "$dir/requeued.out"
 # 4. Slurm's warning before a preemption or the time limit: SIGUSR1 to the
 # batch script (`scancel --signal=USR1 --batch`, what `#SBATCH
-# --signal=B:USR1@90` sends), mid-epoch, to a job whose ranks srun
-# started. The script is bigbatch: it passes the signal on, the ranks agree
-# on a step, checkpoint it and stop, and bigbatch has the job requeued
-# itself (`scontrol requeue`); Slurm starts it again and it continues from
-# that step's checkpoint — no step lost, the same model.pt byte for byte.
-sbatch_job preempted $(paused preempted) --launcher srun
-wait_paused preempted
-touch "$dir/preempted.mark"
-scancel --signal=USR1 --batch "$job" || fail "scancel --signal=USR1 --batch $job"
-rm -f "$dir/preempted.pause"/paused-rank-*
-echo "job $job: SIGUSR1 to its batch script while its ranks are at step 12"
-for _ in $(seq 1 1200); do grep -q "is requeued" "$dir/preempted.out" 2>/dev/null && break; sleep 0.05; done
-grep -q "stopped at step 12 (epoch 1) on request" "$dir/preempted.out" ||
-  fail "job $job did not stop at step 12 on the signal"
-grep -q "the job stopped on request (SIGUSR1) at a checkpoint and Slurm job $job is requeued" "$dir/preempted.out" ||
-  fail "job $job did not requeue itself"
-for _ in $(seq 1 600); do [ "$(state_of "$job")" = PENDING ] && break; sleep 0.05; done
-release "$job"
-wait_job "$job"
-[ "$state" = COMPLETED ] || fail "job $job ended $state after its requeue"
-restarts=$(scontrol show job "$job" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
-[ "$restarts" = 1 ] || fail "Slurm counts $restarts restart(s) of job $job, expected 1"
-grep -q "resuming from .*ckpt-000000012.pt" "$dir/preempted.out" ||
-  fail "the requeued job did not resume from the checkpoint of step 12"
-cmp "$dir/reference/model.pt" "$dir/preempted/model.pt" ||
-  fail "job $job: final weights differ from the uninterrupted job's"
-nothing_left
-echo "job $job: stopped on SIGUSR1 at step 12, requeued itself, resumed, byte-identical"
+# --signal=B:USR1@90` sends), mid-epoch — with each launcher. The script is
+# bigbatch: it passes the signal on, the ranks agree on a step (the vote
+# after step 12 read after the next one, or later if the signal travels
+# longer), checkpoint it and stop, and bigbatch has the job requeued itself
+# (`scontrol requeue`); Slurm starts it again and it continues from that
+# step's checkpoint — no step lost, the same model.pt byte for byte.
+preempted_case() {  # preempted_case NAME [bigbatch train options...]
+  local name=$1 at
+  shift
+  sbatch_job "$name" $(paused "$name") "$@"
+  wait_paused "$name"
+  scancel --signal=USR1 --batch "$job" || fail "scancel --signal=USR1 --batch $job"
+  rm -f "$dir/$name.pause"/paused-rank-*
+  echo "$name: SIGUSR1 to job $job's batch script while its ranks are at step 12"
+  for _ in $(seq 1 1200); do grep -q "is requeued" "$dir/$name.out" 2>/dev/null && break; sleep 0.05; done
+  at=$(sed -n 's/^stopped at step \([0-9]*\) (epoch 1) on request.*/\1/p' "$dir/$name.out")
+  [ -n "$at" ] && [ "$at" -ge 12 ] && [ "$at" -lt 32 ] || fail "job $job ($name) did not stop mid-run on the signal"
+  grep -q "the job stopped on request (SIGUSR1) at a checkpoint and Slurm job $job is requeued" "$dir/$name.out" ||
+    fail "job $job ($name) did not requeue itself"
+  for _ in $(seq 1 600); do [ "$(state_of "$job")" = PENDING ] && break; sleep 0.05; done
+  release "$job"
+  wait_job "$job"
+  [ "$state" = COMPLETED ] || fail "job $job ($name) ended $state after its requeue"
+  restarts=$(scontrol show job "$job" | sed -n 's/.*Restarts=\([0-9]*\).*/\1/p')
+  [ "$restarts" = 1 ] || fail "Slurm counts $restarts restart(s) of job $job, expected 1"
+  grep -q "resuming from .*ckpt-0*$at.pt" "$dir/$name.out" ||
+    fail "the requeued job $job ($name) did not resume from the checkpoint of step $at"
+  cmp "$dir/reference/model.pt" "$dir/$name/model.pt" ||
+    fail "job $job ($name): final weights differ from the uninterrupted job's"
+  nothing_left
+  echo "job $job ($name): stopped on SIGUSR1 at step $at, requeued itself, resumed, byte-identical"
+}
+preempted_case preempted
+preempted_case preempted_srun --launcher srun
+
 echo "slurm_test: ok (a killed rank restarted inside the allocation under mpirun and under srun, a requeued job resumed, a job warned by SIGUSR1 checkpointed and requeued itself: all byte-identical)"

@@ -56,7 +56,8 @@ std::vector<torch::Tensor> threeSteps(const c10::Stream& stream, bool contend) {
       // DevicePowerSgd.AQOverwrittenWithNanIsInvisibleAFiniteOneIsNot shows
       // that logic on the CPU).
       std::vector<torch::Tensor> junk;
-      for (int i = 0; i < 16; ++i) junk.push_back(torch::full({192, 4}, 1234.5f, torch::device(gpu)));
+      for (int i = 0; i < 16; ++i)
+        junk.push_back(torch::full({192, 4}, 1234.5f, torch::device(gpu)));
     }
     torch::cuda::synchronize();
     out.push_back(g.cpu());

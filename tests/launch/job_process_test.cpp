@@ -120,6 +120,10 @@ TEST(FailureReader, NamesTheRankMpirunOrSrunSaysDied) {
                     "srun: error: node8: task 3: Killed\n"
                     "srun: error: node7: tasks 0-2: Terminated\n"),
             std::make_pair(3, std::string("node8")));
+  // srun's line for the tasks it ended itself may come first.
+  EXPECT_EQ(namedIn("srun: error: node7: tasks 0-2: Terminated\n"
+                    "srun: error: node8: task 3: Exited with exit code 1\n"),
+            std::make_pair(3, std::string("node8")));
   EXPECT_EQ(namedIn("bigbatch: error: [rank 2] rank 1 failed: injected fault\n").first, 1);
   EXPECT_EQ(namedIn("nothing about a rank\n").first, -1);
 }

@@ -57,9 +57,11 @@ TEST(Launcher, TheRanksVariablesGoOnTheCommandLine) {
   setenv("NCCL_SOCKET_IFNAME", "ib0", 1);  // a cluster's network, exported by the user
   const auto args = workerLaunch(*RankLauncher::named("mpirun"), 2, 1, {"train", "x.toml"});
   for (const char* name : {kSlotsEnv, kJobRunStartEnv, kRestartCountEnv, kStepFileEnv,
-                           kStdoutTtyEnv, kCpusPerRankEnv}) {
+                           kStdoutTtyEnv}) {
     EXPECT_TRUE(has(args, "-x", name)) << name;
   }
+  // Set only where the ranks pin themselves (2+ CPUs here): named when set.
+  EXPECT_EQ(has(args, "-x", kCpusPerRankEnv), std::getenv(kCpusPerRankEnv) != nullptr);
   EXPECT_FALSE(has(args, "-x", kPlacementFileEnv));  // not set: not named
   EXPECT_TRUE(has(args, "-x", "NCCL_SOCKET_IFNAME"));
   unsetenv("NCCL_SOCKET_IFNAME");

@@ -32,7 +32,8 @@ TEST(WorkerPlacement, OneLocalHostWithoutAHostOption) {
   const auto mpirun = RankLauncher::named("mpirun");
   EXPECT_EQ(p->placeOf(2), std::make_pair(0, 2));
   EXPECT_TRUE(mpirun->hostArguments(*p).empty());  // the local host: mpirun's default
-  EXPECT_EQ(p->drop(0), "slot 0 of this host (as mapping by slot places it: the rank never said where it ran)");
+  EXPECT_EQ(p->drop(0),
+            "slot 0 of this host (as mapping by slot places it: the rank never said where it ran)");
   EXPECT_EQ(p->workers(), 2);
   EXPECT_EQ(p->slotPlan(), "=1,2");
   EXPECT_EQ(p->placeOf(0), std::make_pair(0, 1));  // rank 0 now runs in slot 1

@@ -141,3 +141,49 @@ TEST(AllreduceCost, SegmentIsTheCollectivesDefault) {
 
 }  // namespace
 }  // namespace bigbatch::plan
+
+namespace bigbatch::plan {
+namespace {
+
+// NCCL's two levels with the cluster's reductions: at 16 images per H100 on
+// 316 nodes the latency term decides — a ring of nodes costs 630 messages a
+// bucket, a double binary tree 18, the switches 2 plus their levels.
+TEST(AllreduceCost, TwoLevelPerReductionOfEachLevel) {
+  const double s = 25.0 * 1024 * 1024;
+  Cluster c = clusterPreset("dgx-h100,inter=ring", 2528);
+  EXPECT_EQ(c.nodes(), 316);
+  const CommCost ring = allreduceCost("two_level", s, c);
+  EXPECT_EQ(ring.interMessages, 2 * 315);
+  EXPECT_DOUBLE_EQ(ring.interBytes, 2.0 * 315 / 316 * s);
+  EXPECT_EQ(ring.intraMessages, 2);  // nvls: one message each way
+  EXPECT_DOUBLE_EQ(ring.intraBytes, 2 * s / 8);
+  c.interReduction = "tree";
+  const CommCost tree = allreduceCost("two_level", s, c);
+  EXPECT_EQ(tree.interMessages, 2 * 9);  // ceil(log2 316) = 9
+  EXPECT_DOUBLE_EQ(tree.interBytes, 2 * s);
+  c.interReduction = "in_network";
+  const CommCost sharp = allreduceCost("two_level", s, c);
+  EXPECT_EQ(sharp.interMessages, 2);
+  EXPECT_DOUBLE_EQ(sharp.interBytes, s);
+  EXPECT_EQ(sharp.switchHops, 2 * c.switchLevels);
+  EXPECT_LT(sharp.seconds(c), tree.seconds(c));
+  EXPECT_LT(tree.seconds(c), ring.seconds(c) / 5);
+  c.intraReduction = "ring";
+  EXPECT_EQ(allreduceCost("two_level", s, c).intraMessages, 2 * 7);
+}
+
+TEST(AllreduceCost, ClusterPresetsAndBadOnesNamed) {
+  const Cluster a = clusterPreset("dgx-a100", 64);
+  EXPECT_EQ(a.devicesPerNode, 8);
+  EXPECT_EQ(a.interReduction, "tree");
+  EXPECT_EQ(clusterPreset("dgx-h100", 4).devicesPerNode, 4);  // one partial node
+  EXPECT_EQ(clusterPreset("abci-v100,inter=tree", 8).interReduction, "tree");
+  EXPECT_THROW(clusterPreset("dgx-z100", 8), InvalidArgument);
+  EXPECT_THROW(clusterPreset("dgx-h100,inter=mesh", 8), InvalidArgument);
+  EXPECT_THROW(clusterPreset("dgx-h100,sharp", 8), InvalidArgument);
+  EXPECT_THROW(clusterPreset("dgx-h100", 12), InvalidArgument);  // not a multiple of 8
+  EXPECT_THROW(allreduceCost("nccl", 1, Cluster{}), InvalidArgument);  // named even on 1 device
+}
+
+}  // namespace
+}  // namespace bigbatch::plan

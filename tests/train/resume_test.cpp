@@ -245,6 +245,7 @@ TEST_F(Resume, AStopRequestCheckpointsAndTheResumeIsBitExact) {
     expectSameWeights(dir + "/model.pt", referenceDir(false) + "/model.pt");
     fs::remove_all(dir);
   }
+  std::signal(kStopSignal, SIG_DFL);  // as the test process had it
 }
 
 TEST_F(Resume, FromEpochEndIsBitExact) { stopAndResume(/*fault*/ 9, /*latest*/ 8, "resume_epoch"); }

@@ -18,6 +18,9 @@
 // Writes are atomic (temporary file, fsync, rename) and CheckpointDir
 // updates its `latest` file only after the checkpoint is complete, so a
 // crash at any moment leaves the previous checkpoint loadable and found.
+// Beside each checkpoint that names its run directory, CheckpointDir keeps
+// ckpt-<step>.pt.run with that name alone, so that telling whose a
+// checkpoint is needs no read of its gigabytes.
 //
 // Thread-compatible; the trainer's thread on rank 0 writes, every rank reads.
 #pragma once

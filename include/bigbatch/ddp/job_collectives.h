@@ -61,6 +61,13 @@ class JobCollectives {
   std::vector<double> allreduceSum(std::vector<double> values);
   std::vector<double> allreduceMax(std::vector<double> values);
   std::vector<double> allreduceMin(std::vector<double> values);
+  // The max of `*value` across ranks, started on the communication thread
+  // and not waited for (marked as `operation` for the watchdog): every rank
+  // starts it at the same point of its sequence of collectives; finishMax
+  // waits for it, and `*value` holds the result then. The shared value
+  // outlives a caller that never waits (a failing run).
+  uint64_t startMax(std::shared_ptr<int64_t> value, const char* operation);
+  void finishMax(uint64_t ticket);
   // Rank 0 receives every rank's string (index = rank); others get {}.
   std::vector<std::string> gatherToRoot(const std::string& mine);
   // Replaces `model`'s floating-point buffers (BatchNorm running

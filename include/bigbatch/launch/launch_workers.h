@@ -70,8 +70,11 @@ std::vector<std::string> argumentsWithout(int argc, char** argv,
 // exit status (128 + N for a signal). mpirun's stderr is passed on, and
 // when the job failed its first bigbatch error line is printed again last,
 // after mpirun's own report. SIGINT, SIGTERM and SIGHUP go to the job; it
-// gets SIGTERM if this process dies (PR_SET_PDEATHSIG). Throws IoError
-// when no process can be started.
+// gets SIGTERM if this process dies (PR_SET_PDEATHSIG). SIGUSR1 goes to the
+// job too (a stop at a checkpoint, common/stop_request.h): when the job then
+// ends stopped (75), or fails after it, this returns endStoppedJob()'s
+// status — 0 once the Slurm job is requeued, else 75 (slurm_requeue.h).
+// Throws IoError when no process can be started.
 int launchWorkers(const RankLauncher& launcher, int workers, int threadsPerRank, int argc,
                   char** argv);
 

@@ -31,6 +31,21 @@
 //                     (G-1 messages of S/G), a ring of each S/G block across
 //                     the nodes (all G at once: 2(h-1) messages, 2(h-1)/h·S
 //                     bytes through the link), allgather inside the node.
+//   two_level         not a bigbatch algorithm either: NCCL's two levels as
+//                     the cluster can reduce (cluster.h): inside the node a
+//                     reduce-scatter and at the end an allgather — by ring
+//                     (G-1 messages of S/G each) or by the NVLink switch
+//                     (nvls: one message of S/G each) — and across the nodes
+//                     each S/G block summed with its peers, all G at once
+//                     through the node's link (S bytes of it): by a ring of
+//                     nodes (2(h-1) messages, 2(h-1)/h·S), a double binary
+//                     tree (2·ceil(log2 h) messages, 2S: each node is inner
+//                     in one tree and a leaf in the other, and sends and
+//                     receives 2S in all, pipelined) or in the switches
+//                     (in_network: 2 messages, S each way, and the switch
+//                     levels up and down). At 16 images per GPU on 2,500
+//                     GPUs the latency term decides: a ring of 316 nodes is
+//                     630 messages a bucket, a tree 18, the switches 2.
 //
 // Not modelled: the sum's arithmetic (on GPUs hidden behind the transfers;
 // on CPUs it is folded into the fitted β by `plan --calibrate`), contention
@@ -57,6 +72,7 @@ inline constexpr double kRingSegmentBytes = 256 * 1024;
 struct CommCost {
   double intraMessages = 0, intraBytes = 0;
   double interMessages = 0, interBytes = 0;  // bytes through one node's link
+  double switchHops = 0;  // switch levels an in-network sum crosses, up and down
 
   double seconds(const Cluster& cluster) const;
   CommCost& operator+=(const CommCost& other);
@@ -67,9 +83,9 @@ struct CommCost {
 std::vector<std::string> plannedAlgorithms();
 
 // Cost of one allreduce of `bytes` with `algorithm` (a plannedAlgorithms()
-// name, "torus2d", or "auto": the cheapest of plannedAlgorithms() for this
-// size). Throws InvalidArgument for
-// another name.
+// name, "torus2d", "two_level", or "auto": the cheapest of
+// plannedAlgorithms() for this size). Throws InvalidArgument for another
+// name.
 CommCost allreduceCost(const std::string& algorithm, double bytes, const Cluster& cluster);
 
 // The cheapest algorithm for `bytes` on `cluster`, and its cost.

@@ -1,5 +1,6 @@
-// Published large-scale ImageNet runs — five ResNet-50 records and
-// Horovod's 512-GPU scaling on 25 Gb/s — with the hardware they state and
+// Published large-scale ImageNet runs — five ResNet-50 records, Horovod's
+// 512-GPU scaling on 25 Gb/s, and MLPerf Training v4.0's ResNet-50 on 8, 16
+// and 64 H100 — with the hardware they state and
 // the figures they report, against which `bigbatch plan` is validated
 // (`bigbatch plan --published`, docs/SCALE.md). Every input carries its
 // source; nothing is fitted per record — all use the same step model and
@@ -12,6 +13,7 @@
 #include <vector>
 
 #include "bigbatch/plan/cluster.h"
+#include "bigbatch/plan/device_curve.h"
 #include "bigbatch/plan/step_model.h"
 
 namespace bigbatch::plan {
@@ -33,7 +35,8 @@ struct PublishedRecord {
   std::string device;              // e.g. "P100 (SXM2)"
   std::string model = "resnet50";  // imageNetElements()'s name
   Cluster cluster;
-  double deviceImgS = 0;
+  double deviceImgS = 0;             // at batchPerDevice
+  std::vector<RatePoint> devicePoints;  // the curve deviceImgS comes from; empty: one rate
   int batchPerDevice = 0;
   bool fp16Exchange = false;
   double fusionBytes = 0;

@@ -19,7 +19,8 @@ class RunDir {
   // summary, logs, metrics, model.pt and model.jit.pt, restarts.json), so
   // nothing of it is taken for the new run's — only a supervisor's restart
   // (BIGBATCH_RESTART_COUNT > 0) keeps that supervisor's own record of the
-  // attempts (restarts.json, mlperf.log.<n>).
+  // attempts (restarts.json, mlperf.log.<n>) and train.log, which the
+  // restart continues.
   // With resumeEpoch > 0 (a resumed run) the directory is reused: rows of
   // metrics.csv from epoch resumeEpoch on are dropped (they will be
   // recomputed), the earlier mlperf.log is kept as mlperf.log.<n>.

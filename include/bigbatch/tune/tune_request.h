@@ -12,13 +12,13 @@
 namespace bigbatch {
 
 struct TuneRequest {
-  std::string config;                   // the recipe every trial starts from
-  std::vector<std::string> params;      // --param key=spec; empty: the [tune] table's
-  std::vector<std::string> sets;        // --set key=value for every trial
-  std::string dir;                      // default: tune/<recipe stem>
+  std::string config;                                 // the recipe every trial starts from
+  std::vector<std::string> params;                    // --param key=spec; empty: the [tune] table's
+  std::vector<std::string> sets;                      // --set key=value for every trial
+  std::string dir;                                    // default: tune/<recipe stem>
   int trials = 0, eta = 0, parallel = 0, seeds = -1;  // 0 / -1: unset
-  double minEpochs = 0, maxEpochs = 0;  // 0: from the [tune] table, else defaults
-  std::string objective;                // "": unset
+  double minEpochs = 0, maxEpochs = 0;                // 0: from the [tune] table, else defaults
+  std::string objective;                              // "": unset
   long long seed = -1;
   long long budgetEpochs = 0;
   bool includeRecipe = false;

@@ -5,9 +5,8 @@
 // Pure functions of their inputs; thread-safe.
 #pragma once
 
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -44,6 +43,7 @@ double largestSearchedEpochs(const std::vector<SearchParameter>& params);
 void checkSearchSpace(const Config& recipe, const std::vector<SearchParameter>& params);
 
 // tune.json: the settings a --resume must find again.
-nlohmann::ordered_json tuneSettingsJson(const TuneSettings& s, const std::vector<std::string>& sets);
+nlohmann::ordered_json tuneSettingsJson(const TuneSettings& s,
+                                        const std::vector<std::string>& sets);
 
 }  // namespace bigbatch

@@ -52,10 +52,12 @@ void RunDir::removeEarlierRun() const {
   const bool supervisedRestart = restart != nullptr && std::atoi(restart) > 0;
   std::error_code ec;
   for (const char* f : {"summary.json", "mlperf.log", "metrics.csv", "model.pt", "model.jit.pt",
-                        "train.log", "config.toml"}) {
+                        "config.toml"}) {
     fs::remove(file(f), ec);
   }
+  // A restart's train.log goes on where the failed attempt's stopped.
   if (supervisedRestart) return;
+  fs::remove(file("train.log"), ec);
   fs::remove(file("restarts.json"), ec);
   for (const auto& e : fs::directory_iterator(path_, ec)) {
     const std::string name = e.path().filename().string();

@@ -7,6 +7,7 @@
 #include <ctime>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 
 #include "bigbatch/ckpt/state_dict.h"
 #include "bigbatch/collectives/allreduce.h"
@@ -76,26 +77,49 @@ void refuseAutoResumeOfAnotherRun(const std::string& resume, const ResumePoint& 
 // against, and taken by a later --resume auto. A ckpt.dir of the user's may
 // be shared: each checkpoint says which run wrote it (Checkpoint::runDir),
 // --overwrite removes only this run directory's, and a new run that finds
-// another run's checkpoints there is refused — its own would take their
-// names.
-void claimCheckpointDir(const Config& c, const std::string& runDir, bool overwrite) {
+// another run's checkpoints there is refused — before anything of the
+// earlier run in its own directory is touched — since its own would take
+// their names.
+void refuseForeignCheckpoints(const Config& c, const std::string& runDir) {
+  if (c.getString("ckpt.dir").empty()) return;
   const std::string dir = checkpointDirOf(c, runDir);
   if (!std::filesystem::is_directory(dir)) return;
-  CheckpointDir checkpoints(dir, 1);
-  const bool shared = !c.getString("ckpt.dir").empty();
-  const std::string me = shared ? checkpointOwner(runDir) : std::string();
-  if (overwrite) {
-    const int removed = checkpoints.removeAll(me);
-    if (removed > 0) {
-      fmt::print("--overwrite: removed the earlier run's {} checkpoint(s) from {}\n", removed, dir);
-    }
-  }
-  if (!shared) return;
-  const std::vector<std::string> others = checkpoints.otherOwners(me);
+  const std::vector<std::string> others =
+      CheckpointDir(dir, 1).otherOwners(checkpointOwner(runDir));
   BIGBATCH_REQUIRE(others.empty(), InvalidArgument,
                    "ckpt.dir '{}' holds checkpoints of another run ({}): this run's would take "
                    "their names; give each run a ckpt.dir of its own, or remove them",
-                   dir, others.empty() || others[0].empty() ? "one that does not say which" : others[0]);
+                   dir,
+                   others.empty() || others[0].empty() ? "one that does not say which" : others[0]);
+}
+
+void removeOwnCheckpoints(const Config& c, const std::string& runDir) {
+  const std::string dir = checkpointDirOf(c, runDir);
+  if (!std::filesystem::is_directory(dir)) return;
+  const bool shared = !c.getString("ckpt.dir").empty();
+  const int removed = CheckpointDir(dir, 1).removeAll(shared ? checkpointOwner(runDir) : "");
+  if (removed > 0) {
+    fmt::print("--overwrite: removed the earlier run's {} checkpoint(s) from {}\n", removed, dir);
+  }
+}
+
+// Under bigbatch's supervisor, rank 0 must see the run directory the
+// supervisor sees: it reads this run's checkpoints, step marks and
+// placement there, and takes a run without summary.json for one that did
+// not finish. The supervisor leaves its identity in RUN_DIR/.supervisor.
+void checkSupervisorSeesRunDir(const std::string& runDir) {
+  const char* supervisor = std::getenv(kSupervisorEnv);
+  if (supervisor == nullptr || *supervisor == '\0') return;
+  std::ifstream in(std::filesystem::path(runDir) / ".supervisor");
+  std::string seen;
+  std::getline(in, seen);
+  BIGBATCH_REQUIRE(seen == supervisor, IoError,
+                   "run directory '{}' is not the one bigbatch's supervisor ({}) sees ({}): it "
+                   "reads the run's checkpoints and files there, so the run directory must be on "
+                   "a file system every host shares (NFS, Lustre, ...); give --run-dir such a "
+                   "path",
+                   runDir, supervisor,
+                   seen.empty() ? "its .supervisor file is not there" : "another supervisor's is");
 }
 
 // Where every rank runs, gathered on rank 0 — one small collective every
@@ -108,6 +132,11 @@ void reportPlacement(Communicator& comm, int slot) {
   RankPlace mine;
   mine.rank = comm.rank();
   mine.host = thisHost();
+  // Under Slurm its own name for the node: what srun's --nodelist takes
+  // (a host may call itself by another, e.g. its FQDN).
+  if (const char* node = std::getenv("SLURMD_NODENAME"); node != nullptr && *node != '\0') {
+    mine.host.name = node;
+  }
   mine.localRank = comm.localRank();
   mine.slot = slot;
   std::string json = rankPlaceJson(mine);
@@ -176,9 +205,12 @@ RunStart startRun(Config& c, const TrainOptions& o, MlperfLogger& ml) {
     try {
       TrainOptions dirOptions = o;
       if (s.resume && !s.resume->runDir.empty()) dirOptions.runDir = s.resume->runDir;
-      s.runDir = std::make_unique<RunDir>(resolveRunDir(c, dirOptions), o.overwrite,
-                                          s.resume ? s.resume->checkpoint.epoch : 0);
-      if (!s.resume) claimCheckpointDir(c, s.runDir->path(), o.overwrite);
+      const std::string runDir = resolveRunDir(c, dirOptions);
+      checkSupervisorSeesRunDir(runDir);
+      if (!s.resume) refuseForeignCheckpoints(c, runDir);
+      s.runDir =
+          std::make_unique<RunDir>(runDir, o.overwrite, s.resume ? s.resume->checkpoint.epoch : 0);
+      if (!s.resume && o.overwrite) removeOwnCheckpoints(c, s.runDir->path());
       s.runDir->writeText("config.toml", c.toToml());
       // Everything logged, debug lines too (the tuner's choices, say):
       // the console shows them at -v.
@@ -252,6 +284,7 @@ void checkRunCanStart(const Config& config, const TrainOptions& o, int worldSize
     const std::string dir = !o.runDir.empty() ? o.runDir : config.getString("run.dir");
     if (!dir.empty()) RunDir::refuseExistingRun(dir);
   }
+  refuseForeignCheckpoints(config, plannedRunDir(config, o));
   if (!o.initFrom.empty()) readStateDict(o.initFrom);
 }
 

@@ -28,9 +28,8 @@ double seconds(Clock::time_point a, Clock::time_point b) {
 // step's values and launches the graph — then the step's values, the
 // replay, and the next batch's copy while it runs. The first time, the
 // step is captured first.
-StepOutcome TrainStep::runGraphed(DeviceFeed& feed, const StepPosition& at,
-                                  const StepHyper& hyper, bool tracing, StepTimes& times,
-                                  StepTally& tally) {
+StepOutcome TrainStep::runGraphed(DeviceFeed& feed, const StepPosition& at, const StepHyper& hyper,
+                                  bool tracing, StepTimes& times, StepTally& tally) {
   const auto t0 = Clock::now();
   PipelineBatch batch;
   BIGBATCH_CHECK(feed.next(batch), Error, "input pipeline ended before step {} of epoch {}",

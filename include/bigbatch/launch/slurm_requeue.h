@@ -3,12 +3,14 @@
 // Slurm batch job, the job is requeued (`scontrol requeue $SLURM_JOB_ID`,
 // as PyTorch Lightning does on SLURM's warning signal) so that Slurm starts
 // its script again, which continues with `--resume auto`; the example
-// sbatch files ask for the warning (`#SBATCH --signal=B:USR1@90`).
+// sbatch files ask for the warning (`#SBATCH --signal=B:USR1@90`). Called
+// by the process at the top of the job: the supervisor, the --workers
+// launcher, or a one-rank `bigbatch train` that nothing launched.
 //
-// Internal to src/launch; the launcher's main thread.
+// The launcher's main thread.
 #pragma once
 
-namespace bigbatch::launch_detail {
+namespace bigbatch {
 
 // Says on stderr that the job stopped at a checkpoint, and requeues it when
 // this process runs in a Slurm job (SLURM_JOB_ID). Returns the launcher's
@@ -16,4 +18,4 @@ namespace bigbatch::launch_detail {
 // Slurm, or scontrol refused: said, with the fix).
 int endStoppedJob();
 
-}  // namespace bigbatch::launch_detail
+}  // namespace bigbatch
