@@ -42,6 +42,7 @@
 #include "bench_step.h"
 #include "bigbatch/comm/mpi_communicator.h"
 #include "bigbatch/common/error.h"
+#include "bigbatch/version.h"
 #include "bigbatch/common/stop_request.h"
 #include "bigbatch/export/export_weights.h"
 #include "bigbatch/train/config_schema.h"
@@ -460,7 +461,7 @@ int main(int argc, char** argv) {
 
   CLI::App app{"bigbatch: data-parallel large-batch training on libtorch + MPI"};
   app.require_subcommand(1);
-  app.set_version_flag("--version", "bigbatch 0.1.0");
+  app.set_version_flag("--version", "bigbatch " BIGBATCH_VERSION);
 
   TrainArgs trainArgs;
   auto* train = addTrainCommand(app, trainArgs);

@@ -11,6 +11,11 @@ WORLD_SIZE from MPI's launch and lets init_process_group start without
 MASTER_ADDR; for gloo this script sets them itself (one host: the store on
 127.0.0.1; on several, export MASTER_ADDR).
 
+Rank 0 prints a line per epoch: the training loss (the mean over every
+rank's batches), the test accuracy (the 10,000 test images shared among
+the ranks, summed with an all_reduce), images per second and seconds; a
+run stopped by --steps before an epoch's end prints its loss and rate.
+
 --hook chooses a DDP communication hook: PyTorch's own (torch_fp16,
 torch_powersgd) or bigbatch's (bigbatch_fp16, bigbatch_powersgd: the
 bigbatch backend only). --log FILE writes "step loss" per step on rank 0;
@@ -25,6 +30,7 @@ import argparse
 import gzip
 import os
 import struct
+import time
 
 import numpy as np
 import torch
@@ -62,6 +68,20 @@ class Net(nn.Module):
 
     def forward(self, x):
         return self.fc2(F.relu(self.fc1(self.features(x).flatten(1))))
+
+
+def evaluate(model, test, rank, world):
+    """Top-1 accuracy on `test`, each rank a share, summed over the ranks."""
+    model.eval()
+    sampler = DistributedSampler(test, num_replicas=world, rank=rank, shuffle=False)
+    counts = torch.zeros(2, dtype=torch.float64)
+    with torch.no_grad():
+        for x, y in DataLoader(test, batch_size=500, sampler=sampler):
+            counts[0] += (model.module(x).argmax(1) == y).sum()
+            counts[1] += len(y)
+    dist.all_reduce(counts)
+    model.train()
+    return (counts[0] / counts[1]).item()
 
 
 def register_hook(model, name):
@@ -134,9 +154,11 @@ def main():
             hook_state.load_state_dict(saved["hook"])
         step, first_epoch = saved["step"], saved["epoch"]
     log = open(args.log, "a") if args.log and rank == 0 else None
+    test = fashion_mnist(args.data, "test")
     done = False
     for epoch in range(first_epoch, args.epochs):
         sampler.set_epoch(epoch)
+        start, seen, loss_sum = time.perf_counter(), 0, 0.0
         for i, (x, y) in enumerate(loader):
             if epoch == first_epoch and args.resume and i < step % len(loader):
                 continue  # the batches before the checkpoint
@@ -145,11 +167,29 @@ def main():
             loss.backward()
             optimizer.step()
             step += 1
+            seen += len(y)
+            loss_sum += loss.item() * len(y)
             if log:
                 log.write(f"{step} {loss.item():.9g}\n")
             if args.steps and step >= args.steps:
                 done = True
                 break
+        # Every rank's loss and images, and the slowest rank's seconds.
+        totals = torch.tensor([loss_sum, float(seen), time.perf_counter() - start],
+                              dtype=torch.float64)
+        seconds = totals[2:].clone()
+        dist.all_reduce(totals[:2])
+        dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
+        mean_loss = totals[0] / max(totals[1], 1)
+        rate = f"{totals[1] / seconds[0]:.0f} img/s  {seconds[0]:.1f} s"
+        if done:
+            line = f"stopped after step {step} (--steps)  loss {mean_loss:.4f}  {rate}"
+        else:
+            accuracy = evaluate(model, test, rank, world)
+            line = (f"epoch {epoch + 1}/{args.epochs}  loss {mean_loss:.4f}  "
+                    f"test {100 * accuracy:.2f}%  {rate}")
+        if rank == 0:
+            print(line, flush=True)
         if done:
             break
     if args.save:

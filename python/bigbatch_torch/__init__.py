@@ -24,10 +24,27 @@ import urllib.parse
 import torch
 import torch.distributed as dist
 
-from . import _C
-from ._rendezvous import MpiRendezvousStore, launched_by_mpi
+from ._version import __version__, torch_version as _BUILT_FOR
 
-__all__ = ["hooks", "MpiRendezvousStore", "ProcessGroupBigbatch", "backend_of"]
+
+def _same_minor(a, b):
+    return a.split("+")[0].split(".")[:2] == b.split("+")[0].split(".")[:2]
+
+
+# A module built against one PyTorch's C++ API and imported under another
+# aborts the interpreter in its first call (a C++ ABI mismatch): refuse it
+# here, by name, before _C is loaded.
+if not _same_minor(torch.__version__, _BUILT_FOR):
+    raise ImportError(
+        f"bigbatch_torch was built against PyTorch {_BUILT_FOR}, but this interpreter "
+        f"({sys.executable}) imports PyTorch {torch.__version__}: rebuild it for this PyTorch "
+        f"with `pip install --no-build-isolation <bigbatch>/python` in this environment "
+        f"(docs/TORCH_BACKEND.md, \"Installing\")")
+
+from . import _C  # noqa: E402  (after the check above)
+from ._rendezvous import MpiRendezvousStore, launched_by_mpi  # noqa: E402
+
+__all__ = ["hooks", "MpiRendezvousStore", "ProcessGroupBigbatch", "backend_of", "__version__"]
 
 ProcessGroupBigbatch = _C.ProcessGroupBigbatch
 _TORCH_MAJOR = int(torch.__version__.split(".")[0])
