@@ -40,6 +40,8 @@
 # ROUNDS: run each case's rows this many times in turn (default 1), so
 # drift hits every row alike; the table then shows each row's median,
 # with the lowest and highest, and the ratios are of medians.
+# A rate of "unshaped" leaves the links as they are (veth pairs through a
+# bridge: no tc shaping).
 # Usage: bench/compression_bench.sh [RATE] [CNN_RATE] [SLOW_RATE] [OUT_DIR]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -78,6 +80,8 @@ bb_args() {  # steps hidden ranks_total
 
 bb_img_s() { /usr/bin/python3 -c "import csv,sys; print(list(csv.DictReader(open(sys.argv[1])))[-1]['img_s'])" "$1"; }
 
+rate_args() { if [ "$1" != unshaped ]; then echo --rate "$1"; fi; }  # link
+
 rows_wanted=${ROWS:-}
 row_wanted() { [[ -z "$rows_wanted" || " $rows_wanted " == *" ${1#"$2"_} "* ]]; }  # name case
 
@@ -86,7 +90,7 @@ bigbatch_row() {  # name case hosts_x_ranks link steps hidden sets...
   shift 6
   row_wanted "$name" "$case" || return 0
   local dir="$out/$name"
-  if scripts/emulated_cluster --hosts 2 --ranks-per-host "$rph" --rate "$link" -- \
+  if scripts/emulated_cluster --hosts 2 --ranks-per-host "$rph" $(rate_args "$link") -- \
       build/apps/bigbatch train configs/default.toml --run-dir "$dir" --overwrite -q \
       $(bb_args "$steps" "$hidden" $((2 * rph))) "$@" >"$dir.log" 2>&1; then
     record "$name" "$case" "$link" "$(bb_img_s "$dir/metrics.csv")" "$dir/summary.json"
@@ -112,7 +116,7 @@ ceiling_row() {  # name case ranks steps hidden
 pytorch_row() {  # name case ranks_per_host link steps hidden hook
   local name=$1 case=$2 rph=$3 link=$4 steps=$5 hidden=$6 hook=$7
   row_wanted "$name" "$case" || return 0
-  if scripts/emulated_cluster --hosts 2 --ranks-per-host "$rph" --rate "$link" -- \
+  if scripts/emulated_cluster --hosts 2 --ranks-per-host "$rph" $(rate_args "$link") -- \
       env LD_PRELOAD="$tcmalloc" timeout "$pt_limit" /usr/bin/python3 bench/pytorch_ddp.py --mpi --model cnn \
       --hidden "$hidden" --batch 64 --threads 1 --steps "$steps" --warmup "$steps" \
       --hook "$hook" --powersgd-rank 4 --powersgd-start 2 >"$out/$name.log" 2>&1; then
