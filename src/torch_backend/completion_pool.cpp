@@ -2,44 +2,74 @@
 
 namespace bigbatch::torch_backend {
 
+CompletionPool::CompletionPool() : state_(std::make_shared<State>()) {}
+
 CompletionPool::~CompletionPool() {
+  State& s = *state_;
   std::vector<std::thread> threads;
   {
-    const std::lock_guard<std::mutex> lock(mutex_);
-    stopping_ = true;
-    threads.swap(threads_);
+    const std::lock_guard<std::mutex> lock(s.mutex);
+    s.stopping = true;
+    threads.swap(s.threads);
   }
-  wake_.notify_all();
-  for (std::thread& t : threads) t.join();
+  s.wake.notify_all();
+  const std::thread::id self = std::this_thread::get_id();
+  bool onPoolThread = false;
+  for (std::thread& t : threads) {
+    if (t.get_id() == self) {
+      onPoolThread = true;
+      t.detach();  // returns from its task to work(), which sees `stopping`
+    } else {
+      t.join();
+    }
+  }
+  if (!onPoolThread) return;
+  // The other threads have drained the queue before ending; with none, what
+  // is left runs here.
+  std::unique_lock<std::mutex> lock(s.mutex);
+  while (!s.tasks.empty()) {
+    std::function<void()> task = std::move(s.tasks.front());
+    s.tasks.pop_front();
+    lock.unlock();
+    task();
+    task = nullptr;
+    lock.lock();
+  }
 }
 
 void CompletionPool::submit(std::function<void()> task) {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  tasks_.push_back(std::move(task));
-  if (idle_ >= static_cast<int>(tasks_.size()) ||
-      static_cast<int>(threads_.size()) >= kMaxThreads) {
-    wake_.notify_one();
+  State& s = *state_;
+  const std::lock_guard<std::mutex> lock(s.mutex);
+  s.tasks.push_back(std::move(task));
+  if (s.idle >= static_cast<int>(s.tasks.size()) ||
+      static_cast<int>(s.threads.size()) >= kMaxThreads) {
+    s.wake.notify_one();
     return;
   }
-  threads_.emplace_back([this] { work(); });
+  s.threads.emplace_back([state = state_] { work(state); });
 }
 
 int CompletionPool::threads() const {
-  const std::lock_guard<std::mutex> lock(mutex_);
-  return static_cast<int>(threads_.size());
+  const std::lock_guard<std::mutex> lock(state_->mutex);
+  return static_cast<int>(state_->threads.size());
 }
 
-void CompletionPool::work() {
-  std::unique_lock<std::mutex> lock(mutex_);
+void CompletionPool::work(const std::shared_ptr<State>& state) {
+  State& s = *state;
+  std::unique_lock<std::mutex> lock(s.mutex);
   for (;;) {
-    ++idle_;
-    wake_.wait(lock, [this] { return stopping_ || !tasks_.empty(); });
-    --idle_;
-    if (tasks_.empty()) return;  // stopping, nothing left
-    std::function<void()> task = std::move(tasks_.front());
-    tasks_.pop_front();
+    ++s.idle;
+    s.wake.wait(lock, [&s] { return s.stopping || !s.tasks.empty(); });
+    --s.idle;
+    if (s.tasks.empty()) return;  // stopping, nothing left
+    std::function<void()> task = std::move(s.tasks.front());
+    s.tasks.pop_front();
     lock.unlock();
     task();
+    // Destroyed before the lock is taken again: what the task holds (the
+    // last reference to the process group) may destroy the pool, which
+    // takes the lock.
+    task = nullptr;
     lock.lock();
   }
 }

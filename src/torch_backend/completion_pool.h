@@ -7,14 +7,22 @@
 // one callback blocked in a nested wait does not hold up the next
 // completion), up to kMaxThreads, beyond which completions queue.
 //
+// The pool may be destroyed on one of its own threads: a script that drops
+// its last reference to the process group inside a future's callback ends
+// the group there. That thread is not joined (a thread cannot join itself)
+// but detached; it runs what is still queued first, and its state lives on
+// (shared with the pool) until it has returned from its task.
+//
 // Threading: submit() from any thread; the destructor runs what is queued
-// and joins every thread (the caller must not hold a lock a callback
-// needs, e.g. Python's GIL: see ProcessGroupBigbatch's destructor).
+// and joins every thread but the calling one (the caller must not hold a
+// lock a callback needs, e.g. Python's GIL: see ProcessGroupBigbatch's
+// destructor).
 #pragma once
 
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -25,7 +33,7 @@ class CompletionPool {
  public:
   static constexpr int kMaxThreads = 64;
 
-  CompletionPool() = default;
+  CompletionPool();
   ~CompletionPool();
   CompletionPool(const CompletionPool&) = delete;
   CompletionPool& operator=(const CompletionPool&) = delete;
@@ -35,14 +43,19 @@ class CompletionPool {
   int threads() const;
 
  private:
-  void work();
+  // What the threads use: shared with them, so that a thread the
+  // destructor detached can finish after the pool is gone.
+  struct State {
+    std::mutex mutex;
+    std::condition_variable wake;
+    std::deque<std::function<void()>> tasks;  // guarded by mutex
+    std::vector<std::thread> threads;         // guarded by mutex
+    int idle = 0;                             // guarded by mutex
+    bool stopping = false;                    // guarded by mutex
+  };
+  static void work(const std::shared_ptr<State>& state);
 
-  mutable std::mutex mutex_;
-  std::condition_variable wake_;
-  std::deque<std::function<void()>> tasks_;  // guarded by mutex_
-  std::vector<std::thread> threads_;         // guarded by mutex_
-  int idle_ = 0;                             // guarded by mutex_
-  bool stopping_ = false;                    // guarded by mutex_
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace bigbatch::torch_backend

@@ -22,6 +22,15 @@ std::string failure;  // guarded by failureMutex
 std::mutex groupsMutex;
 std::set<ProcessGroupBigbatch*>* groups = new std::set<ProcessGroupBigbatch*>;
 
+// On a completion thread, while it runs a future's callbacks: whose, and
+// whether the group was destroyed inside them (its destructor sets it).
+struct RunningCallbacks {
+  const ProcessGroupBigbatch* group = nullptr;
+  int64_t family = -1;
+  bool groupEnded = false;
+};
+thread_local RunningCallbacks runningCallbacks;
+
 std::function<void(const std::function<void()>&)>& joinGuard() {
   static std::function<void(const std::function<void()>&)> guard;
   return guard;
@@ -162,6 +171,16 @@ ProcessGroupBigbatch::~ProcessGroupBigbatch() {
     const std::lock_guard<std::mutex> lock(groupsMutex);
     groups->erase(this);
   }
+  // The script dropped its last reference inside one of this group's
+  // future callbacks: this runs on the completion thread running it. The
+  // scheduler stops once every family's callbacks have ended, this one's
+  // included, which cannot end while its thread is here: end it now (the
+  // thread's task then leaves the gone scheduler alone), and the pool,
+  // destroyed on its own thread, detaches that thread instead of joining it.
+  if (runningCallbacks.group == this) {
+    runningCallbacks.groupEnded = true;
+    scheduler_->callbacksEnded(runningCallbacks.family);
+  }
   // The communication thread finishes what was queued; a future's callback
   // on the completion pool may need what the caller holds (Python's GIL).
   auto stop = [this] {
@@ -203,9 +222,15 @@ void ProcessGroupBigbatch::complete(const c10::intrusive_ptr<BigbatchWork>& work
   work->finishRun(error);
   scheduler_->completionQueued(family);
   CollectiveScheduler* scheduler = scheduler_.get();
-  completions_->submit([work, error, family, scheduler] {
+  const ProcessGroupBigbatch* group = this;
+  completions_->submit([work, error, family, scheduler, group] {
+    const RunningCallbacks outer = runningCallbacks;
+    runningCallbacks = {group, family, false};
     scheduler->callbacksStarted(family);
     work->completeFuture(error);
+    const bool groupEnded = runningCallbacks.groupEnded;
+    runningCallbacks = outer;
+    if (groupEnded) return;  // the destructor ended this family; the scheduler is gone
     scheduler->callbacksEnded(family);
   });
 }

@@ -4,11 +4,14 @@
 // each rank's call; a future's callback that waits on a nested collective
 // (DDP's PowerSGD hook does) completes instead of deadlocking; a comm
 // hook's bucket comes back as the mean; a failure breaks the group for
-// every later call.
+// every later call; a Work is completed only with its future, and
+// wait(timeout) keeps one deadline over both; a group whose last reference
+// is dropped inside its own future's callback ends there.
 #include "process_group_bigbatch.h"
 
 #include <gtest/gtest.h>
 
+#include <future>
 #include <thread>
 
 #include "bigbatch/comm/in_process_communicator.h"
@@ -210,6 +213,101 @@ TEST(TorchBackend, AHooksBucketComesBackAsTheMean) {
     waitOn(g.compressedAllreduce(b, again, 0, {{0, 64 * 64, {64, 64}, "m"}}));
     EXPECT_TRUE(at::equal(a, b));
   });
+}
+
+// A Work is done when the collective ran (finishRun, on the communication
+// thread) and its future completed (completeFuture, later, on a completion
+// thread). Between the two, is_completed() must say no — a script that
+// polls it and then reads get_future().value() found no value there — and
+// wait(timeout) must end at the timeout, not wait on for the future.
+TEST(TorchBackend, AWorkIsCompletedOnlyWithItsFutureAndWaitKeepsItsTimeout) {
+  auto work = c10::make_intrusive<BigbatchWork>(0, ::c10d::OpType::ALLREDUCE, "test",
+                                                std::vector<at::Tensor>{at::ones({2})});
+  EXPECT_FALSE(work->isCompleted());
+  work->finishRun();
+  EXPECT_FALSE(work->isCompleted()) << "completed before its future";
+  EXPECT_FALSE(work->getFuture()->completed());
+  // On a thread of its own, so that a wait that ignores its timeout fails
+  // here instead of hanging the test.
+  auto timedWait = std::async(std::launch::async, [&] {
+    try {
+      work->wait(std::chrono::milliseconds(50));
+      return std::string("returned");
+    } catch (const c10::Error& e) {
+      return std::string(e.what_without_backtrace());
+    }
+  });
+  const bool ended = timedWait.wait_for(std::chrono::seconds(60)) == std::future_status::ready;
+  if (!ended) work->completeFuture();  // lets the waiting thread go before failing
+  ASSERT_TRUE(ended) << "wait(50 ms) waited on for the future past its timeout";
+  EXPECT_NE(timedWait.get().find("timed out"), std::string::npos);
+
+  work->completeFuture();
+  EXPECT_TRUE(work->isCompleted());
+  EXPECT_TRUE(work->wait(std::chrono::milliseconds(50)));
+  EXPECT_TRUE(at::equal(work->getFuture()->value().toTensorVector()[0], at::ones({2})));
+}
+
+// A script may drop its last reference to the group inside a callback of
+// one of the group's futures: the destructor then runs on the completion
+// thread running that callback, and must neither join that thread nor wait
+// for that callback to end. Rank 0 adds its callback before rank 1 issues
+// its half of the collective, so the future completes on a completion
+// thread, never inline.
+TEST(TorchBackend, AGroupReleasedInsideItsOwnCallbackEnds) {
+  const int before = ProcessGroupBigbatch::liveGroups();
+  auto comms = makeInProcessGroup(2);
+  std::promise<void> added;
+  std::shared_future<void> callbackAdded = added.get_future().share();
+  std::promise<std::thread::id> released;
+  std::future<std::thread::id> releasedOn = released.get_future();
+  std::thread::id rank0Thread;
+  std::vector<std::exception_ptr> errors(2);
+  BackendOptions o;
+  o.timeout = std::chrono::seconds(10);
+  o.heartbeat = false;
+  auto rank0 = [&] {
+    try {
+      setThreadErrorRank(0);
+      rank0Thread = std::this_thread::get_id();
+      auto group = std::make_shared<Group>(
+          c10::make_intrusive<ProcessGroupBigbatch>(std::move(comms[0]), 0, 2, o));
+      std::vector<at::Tensor> t = {at::ones({4})};
+      auto work = (*group)->allreduce(t);
+      work->getFuture()->addCallback([group, &released](c10::ivalue::Future&) {
+        group->reset();  // the last reference: the group ends here
+        released.set_value(std::this_thread::get_id());
+      });
+      group.reset();  // only the callback holds it now
+      added.set_value();
+      work->wait();
+      EXPECT_TRUE(at::equal(t[0], at::full({4}, 2.0)));
+    } catch (...) {
+      errors[0] = std::current_exception();
+    }
+  };
+  auto rank1 = [&] {
+    try {
+      setThreadErrorRank(1);
+      Group g = c10::make_intrusive<ProcessGroupBigbatch>(std::move(comms[1]), 1, 2, o);
+      callbackAdded.wait();
+      std::vector<at::Tensor> t = {at::ones({4})};
+      g->allreduce(t)->wait();
+      EXPECT_TRUE(at::equal(t[0], at::full({4}, 2.0)));
+    } catch (...) {
+      errors[1] = std::current_exception();
+    }
+  };
+  std::thread a(rank0), b(rank1);
+  a.join();
+  b.join();
+  for (auto& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  ASSERT_EQ(releasedOn.wait_for(std::chrono::seconds(60)), std::future_status::ready)
+      << "the group's destructor did not return inside its own callback";
+  EXPECT_NE(releasedOn.get(), rank0Thread) << "the callback ran inline, not on a completion thread";
+  EXPECT_EQ(ProcessGroupBigbatch::liveGroups(), before);
 }
 
 }  // namespace
