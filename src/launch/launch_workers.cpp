@@ -140,6 +140,15 @@ int launchWorkers(const RankLauncher& launcher, int workers, int threadsPerRank,
   forward.sa_handler = forwardToJob;
   sigemptyset(&forward.sa_mask);
   for (int sig : {SIGINT, SIGTERM, SIGHUP, kStopSignal}) sigaction(sig, &forward, nullptr);
+  // A stop asked before the launch (while the run's data, model or
+  // checkpoint were read, or now, blocked): no job to stop, the newest
+  // checkpoint stands. Started, the launcher would get the signal before
+  // it can handle it, and die of it.
+  sigset_t pending;
+  sigemptyset(&pending);
+  if (stopRequested() || (sigpending(&pending) == 0 && sigismember(&pending, kStopSignal) == 1)) {
+    return endStoppedJob();
+  }
   const launch_detail::JobProcess job = launch_detail::startJobProcess(
       args, blocked->previous(),
       fmt::format("install openmpi-bin (scripts/setup), correct {}, or run with --workers 1",

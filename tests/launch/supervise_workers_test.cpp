@@ -12,6 +12,9 @@
 
 #include "bigbatch/launch/supervise_workers.h"
 
+#include "bigbatch/launch/launch_workers.h"
+#include "bigbatch/launch/rank_launcher.h"
+
 #include "bigbatch/common/stop_request.h"
 #include "bigbatch/common/supervision_env.h"
 
@@ -200,6 +203,27 @@ TEST(Supervisor, AStopOnRequestIsNotRestarted) {
   EXPECT_EQ(superviseWorkers(s, 3, const_cast<char**>(argv)), kStoppedExitStatus);
   unsetenv("BIGBATCH_MPIRUN");
   EXPECT_EQ(linesOf(dir / "calls").size(), 1u);
+  std::filesystem::remove_all(dir);
+}
+
+// A stop asked before the launch — SIGUSR1 while the run's data, model or
+// checkpoint are read, before any job exists — ends the run as stopped
+// without starting the job: started, mpirun would get the signal before it
+// can handle it, and die of it (outside review).
+TEST(Supervisor, AStopAskedBeforeTheLaunchStartsNoJob) {
+  const auto dir = freshDir("launch-stop");
+  setenv("BIGBATCH_MPIRUN", fakeLauncher(dir, "exit 0").c_str(), 1);
+  unsetenv("SLURM_JOB_ID");
+  armStopRequest();
+  std::raise(kStopSignal);
+  ASSERT_TRUE(stopRequested());
+  const char* argv[] = {"bigbatch", "train", "x.toml", "--workers", "2"};
+  const int status =
+      launchWorkers(*RankLauncher::named("mpirun"), 2, 1, 5, const_cast<char**>(argv));
+  clearStopRequest();
+  unsetenv("BIGBATCH_MPIRUN");
+  EXPECT_EQ(status, kStoppedExitStatus);
+  EXPECT_FALSE(std::filesystem::exists(dir / "calls")) << "the job was started";
   std::filesystem::remove_all(dir);
 }
 
