@@ -95,7 +95,8 @@ bigbatch_row() {  # name case hosts_x_ranks link steps hidden sets...
       $(bb_args "$steps" "$hidden" $((2 * rph))) "$@" >"$dir.log" 2>&1; then
     record "$name" "$case" "$link" "$(bb_img_s "$dir/metrics.csv")" "$dir/summary.json"
   else
-    echo "row $name failed; see $dir.log" >&2
+    cp "$dir.log" "$dir.failed-round$round.log"  # the next round overwrites $dir.log
+    echo "row $name failed; see $dir.failed-round$round.log" >&2
     record "$name" "$case" "$link" ""
   fi
 }
@@ -108,7 +109,8 @@ ceiling_row() {  # name case ranks steps hidden
       --overwrite -q $(bb_args "$steps" "$hidden" "$ranks") >"$dir.log" 2>&1; then
     record "$name" "$case" "none" "$(bb_img_s "$dir/metrics.csv")" "$dir/summary.json"
   else
-    echo "row $name failed; see $dir.log" >&2
+    cp "$dir.log" "$dir.failed-round$round.log"  # the next round overwrites $dir.log
+    echo "row $name failed; see $dir.failed-round$round.log" >&2
     record "$name" "$case" "none" ""
   fi
 }
@@ -123,7 +125,8 @@ pytorch_row() {  # name case ranks_per_host link steps hidden hook
     record "$name" "$case" "$link" \
       "$(/usr/bin/python3 -c "import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if l.startswith('{')][-1]['img_s'])" "$out/$name.log")"
   else
-    echo "row $name failed; see $out/$name.log" >&2
+    cp "$out/$name.log" "$out/$name.failed-round$round.log"  # the next round overwrites it
+    echo "row $name failed; see $out/$name.failed-round$round.log" >&2
     record "$name" "$case" "$link" ""
   fi
 }
