@@ -111,10 +111,12 @@ def main(work, out):
     eager = jsonl(os.path.join(work, "step_pytorch.jsonl"))
     compiled = jsonl(os.path.join(work, "compile_pytorch.jsonl"))
     if ours or eager or compiled:
-        def rate(rows, precision, input_kind, graph=False):
+        def rate(rows, precision, input_kind, graph=False, unfused=False):
+            # unfused: the rows run with model.fused_bn = off (the others: auto)
             return next((x.get("img_s") for x in rows
                          if x.get("precision") == precision and x.get("input") == input_kind
-                         and bool(x.get("cuda_graph")) == graph), None)
+                         and bool(x.get("cuda_graph")) == graph
+                         and (x.get("fused_bn") == "off") == unfused), None)
         precisions = []
         for x in ours + eager:
             if x.get("precision") and x["precision"] not in precisions:
@@ -124,10 +126,12 @@ def main(work, out):
             for input_kind in ("resident", "host"):
                 b, e = rate(ours, p, input_kind), rate(eager, p, input_kind)
                 g = rate(ours, p, input_kind, graph=True)
+                u = rate(ours, p, input_kind, unfused=True)
                 best = max((x.get("img_s") or 0 for x in compiled
                             if x.get("precision") == p and x.get("input") == input_kind), default=0) or None
                 rows.append({"precision": p, "input": input_kind, "bigbatch_img_s": b, "pytorch_eager_img_s": e,
-                             "ratio": b / e if b and e else None, "bigbatch_graph_img_s": g,
+                             "ratio": b / e if b and e else None, "bigbatch_unfused_bn_img_s": u,
+                             "unfused_ratio": u / e if u and e else None, "bigbatch_graph_img_s": g,
                              "graph_ratio": g / e if g and e else None, "pytorch_compile_img_s": best,
                              "graph_ratio_compile": g / best if g and best else None})
         r["resnet50_step"] = {"rows": rows, "bigbatch": ours, "pytorch_eager": eager, "pytorch_compile": compiled}
@@ -136,13 +140,16 @@ def main(work, out):
                       "torch.compile with the CUDA graph and fused BatchNorm)", "",
                   "resident: one batch kept on the GPU (the model's cost); host: fed from host memory every step "
                   "(bigbatch: its input pipeline, uint8 on the bus; PyTorch: pinned float batches, "
-                  "non_blocking copies).", "",
-                  "| precision | input | bigbatch img/s | PyTorch eager img/s | ratio | bigbatch + CUDA graph img/s | "
+                  "non_blocking copies on a side stream, DeepLearningExamples' prefetcher). fused BN off: "
+                  "model.fused_bn = off (the other bigbatch columns: auto).", "",
+                  "| precision | input | bigbatch img/s | PyTorch eager img/s | ratio | bigbatch, fused BN off | "
+                  "vs eager | bigbatch + CUDA graph img/s | "
                   "vs eager | torch.compile img/s | graph vs compile |",
-                  "|---|---|---|---|---|---|---|---|---|"]
+                  "|---|---|---|---|---|---|---|---|---|---|---|"]
         for x in rows:
             lines.append(f"| {x['precision']} | {x['input']} | {fmt(x['bigbatch_img_s'], '.0f')} | "
                          f"{fmt(x['pytorch_eager_img_s'], '.0f')} | {fmt(x['ratio'], '.2f')} | "
+                         f"{fmt(x['bigbatch_unfused_bn_img_s'], '.0f')} | {fmt(x['unfused_ratio'], '.2f')} | "
                          f"{fmt(x['bigbatch_graph_img_s'], '.0f')} | {fmt(x['graph_ratio'], '.2f')} | "
                          f"{fmt(x['pytorch_compile_img_s'], '.0f')} | {fmt(x['graph_ratio_compile'], '.2f')} |")
         for x in compiled:
