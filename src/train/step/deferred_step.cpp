@@ -57,6 +57,12 @@ StepOutcome TrainStep::runGraphed(DeviceFeed& feed, const StepPosition& at, cons
     NamedParameter p = params[i];
     p.tensor.mutable_grad() = staticGrads_[i];
   }
+  const std::string moved = graphBindings_.changed(graphTensors());
+  BIGBATCH_CHECK(moved.empty(), Error,
+                 "run.cuda_graph: step {}: {} since the step was captured, and a captured step "
+                 "replays the addresses it was captured with; keep the tensors' storage (copy_ "
+                 "into a parameter instead of replacing it) or set run.cuda_graph = false",
+                 at.globalStep, moved);
   StepHyper h = hyper;
   h.gradScale = 1.0;  // with a loss scale, the device's
   optimizer_.prepareDeferred(h);
@@ -98,8 +104,22 @@ void TrainStep::captureStep(const StepPosition& at) {
   });
   staticGrads_.clear();
   for (const NamedParameter& p : optimizer_.params()) staticGrads_.push_back(p.tensor.grad());
+  graphBindings_ = GraphBindings(graphTensors());
   log().debug("step {}: the training step captured as a CUDA graph ({} images)", at.globalStep,
               at.samples);
+}
+
+GraphBindings::Named TrainStep::graphTensors() const {
+  GraphBindings::Named out;
+  for (const NamedParameter& p : optimizer_.params()) out.emplace_back(p.name, p.tensor);
+  for (const auto& b : model_.named_buffers()) out.emplace_back(b.key(), b.value());
+  for (auto& s : optimizer_.state()) {
+    if (s.first != "step") out.push_back(std::move(s));  // "step": a host count, made per call
+  }
+  out.emplace_back("the static input images", staticImages_);
+  out.emplace_back("the static input labels", staticLabels_);
+  out.emplace_back("the step's tallies", tally_);
+  return out;
 }
 
 // The deferred end: the tallies added up on the device, the previous step

@@ -46,6 +46,7 @@
 #include "step/device_feed.h"
 #include "watch/fault_injection.h"
 #include "watch/stall_guard.h"
+#include "step/graph_bindings.h"
 #include "step/step_graph.h"
 
 namespace bigbatch::train_detail {
@@ -162,6 +163,10 @@ class TrainStep {
   StepOutcome runGraphed(DeviceFeed& feed, const StepPosition& at, const StepHyper& hyper,
                          bool tracing, StepTimes& times, StepTally& tally);
   void captureStep(const StepPosition& at);
+  // The tensors a captured step reads and writes besides its own pool: the
+  // parameters, the model's buffers, the optimizer's state, the static
+  // input and the tallies.
+  GraphBindings::Named graphTensors() const;
   // The synchronous and the deferred end of a step: the update and the
   // tallies.
   StepOutcome finishNow(const MicroBatches& m, const StepPosition& at, const StepHyper& hyper,
@@ -210,6 +215,8 @@ class TrainStep {
   std::unique_ptr<StepGraph> graph_;
   torch::Tensor staticImages_, staticLabels_, graphPoisoned_;
   std::vector<torch::Tensor> staticGrads_;
+  // What the graph was captured with, checked before each replay.
+  GraphBindings graphBindings_;
   int64_t eagerSteps_ = 0;
 };
 

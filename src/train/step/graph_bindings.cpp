@@ -1,0 +1,46 @@
+#include "step/graph_bindings.h"
+
+#include <fmt/format.h>
+
+namespace bigbatch::train_detail {
+
+GraphBindings::GraphBindings(const Named& tensors) {
+  bound_.reserve(tensors.size());
+  for (const auto& [name, t] : tensors) bound_.push_back(bind(name, t));
+}
+
+GraphBindings::Binding GraphBindings::bind(const std::string& name, const torch::Tensor& t) {
+  Binding b;
+  b.name = name;
+  b.defined = t.defined();
+  if (b.defined) {
+    b.data = t.data_ptr();
+    b.sizes = t.sizes().vec();
+    b.type = t.scalar_type();
+  }
+  return b;
+}
+
+std::string GraphBindings::changed(const Named& now) const {
+  if (now.size() != bound_.size()) {
+    return fmt::format("{} tensor(s) were captured, {} are bound now", bound_.size(), now.size());
+  }
+  for (size_t i = 0; i < now.size(); ++i) {
+    const Binding was = bound_[i];
+    const Binding is = bind(now[i].first, now[i].second);
+    if (is.name != was.name) {
+      return fmt::format("tensor {} is {} now, captured as {}", i, is.name, was.name);
+    }
+    if (is.defined != was.defined) {
+      return fmt::format("{} is {} now", is.name, is.defined ? "defined" : "undefined");
+    }
+    if (!is.defined) continue;
+    if (is.data != was.data) return fmt::format("the storage of {} moved", is.name);
+    if (is.sizes != was.sizes || is.type != was.type) {
+      return fmt::format("{} changed shape or type", is.name);
+    }
+  }
+  return "";
+}
+
+}  // namespace bigbatch::train_detail
