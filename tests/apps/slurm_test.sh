@@ -18,6 +18,8 @@
 #   4. Slurm's warning (SIGUSR1 to the batch script) mid-epoch: the ranks
 #      checkpoint at one step and stop, the job requeues itself, and the
 #      requeued job continues from that step; model.pt byte-identical;
+#   5. under srun, a worker lost for good (--min-workers 1): the job
+#      finishes on the first node, srun given that node by name;
 #   and no process of any job left on either node.
 # Exit status 77 (CTest: skipped, never passed) only when Slurm's packages
 # are absent and cannot be installed; a daemon that does not start fails.
@@ -232,4 +234,35 @@ preempted_case() {  # preempted_case NAME [bigbatch train options...]
 preempted_case preempted
 preempted_case preempted_srun --launcher srun
 
-echo "slurm_test: ok (a killed rank restarted inside the allocation under mpirun and under srun, a requeued job resumed, a job warned by SIGUSR1 checkpointed and requeued itself: all byte-identical)"
+# 5. A worker lost for good under srun (--min-workers 1): the rank on the
+# second node killed in the first attempt and again in the attempt right
+# after its restart (both pause at step 12: fault.attempts = 2). The job
+# goes on with one worker, and srun is told where: the first node, by name
+# (--distribution=arbitrary --nodelist=...), so the lost node is left out.
+shrunk_case() {
+  local name=shrunk_srun victim attempt
+  sbatch_job "$name" $(paused "$name") --set fault.attempts=2 --launcher srun --min-workers 1
+  for attempt in 1 2; do
+    if [ "$attempt" = 1 ]; then wait_paused "$name"; else wait_paused "$name" "$dir/$name.mark"; fi
+    victim=$(ranks_on 1)
+    [ -n "$victim" ] || fail "$name: no rank found on ${nodes[1]} in attempt $attempt"
+    touch "$dir/$name.mark"
+    kill -9 $victim
+    rm -f "$dir/$name.pause"/paused-rank-*
+    echo "$name: SIGKILL to rank pid $victim on ${nodes[1]} in attempt $attempt"
+  done
+  wait_job "$job"
+  [ "$state" = COMPLETED ] || fail "job $job ($name) ended $state after losing a worker"
+  grep -q "the job goes on with 1 of 2 workers" "$dir/$name.out" || fail "$name: the job did not shrink"
+  grep -q -- "the next attempts run with .*--nodelist=${nodes[0]}\b" "$dir/$name.out" ||
+    fail "$name: srun was not given the first node alone"
+  ! grep -q -- "--nodelist=.*${nodes[1]}" "$dir/$name.out" || fail "$name: the lost node was kept"
+  grep -q "restart 2 of 3 from the checkpoint of step" "$dir/$name.out" || fail "$name: no third attempt"
+  [ -f "$dir/$name/model.pt" ] || fail "$name: no model.pt"
+  nothing_left
+  grep -E "taken as lost|left out" "$dir/$name.out"
+  echo "job $job ($name): a worker lost twice, the job finished on 1 worker, on ${nodes[0]} only"
+}
+shrunk_case
+
+echo "slurm_test: ok (a killed rank restarted inside the allocation under mpirun and under srun, a requeued job resumed, a job warned by SIGUSR1 checkpointed and requeued itself: all byte-identical; a worker lost for good under srun left out by node)"
