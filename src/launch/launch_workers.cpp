@@ -146,7 +146,9 @@ int launchWorkers(const RankLauncher& launcher, int workers, int threadsPerRank,
   // it can handle it, and die of it.
   sigset_t pending;
   sigemptyset(&pending);
-  if (stopRequested() || (sigpending(&pending) == 0 && sigismember(&pending, kStopSignal) == 1)) {
+  if (stopRequested() || stopAsked.load() ||  // the handler, run by another thread
+      (sigpending(&pending) == 0 && sigismember(&pending, kStopSignal) == 1)) {
+    blocked.reset();  // scontrol requeue must not inherit the blocked signals
     return endStoppedJob();
   }
   const launch_detail::JobProcess job = launch_detail::startJobProcess(

@@ -179,6 +179,7 @@ ProcessGroupBigbatch::~ProcessGroupBigbatch() {
   // destroyed on its own thread, detaches that thread instead of joining it.
   if (runningCallbacks.group == this) {
     runningCallbacks.groupEnded = true;
+    runningCallbacks.group = nullptr;  // a group made later at this address is another
     scheduler_->callbacksEnded(runningCallbacks.family);
   }
   // The communication thread finishes what was queued; a future's callback

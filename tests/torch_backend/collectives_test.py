@@ -50,6 +50,10 @@ def check(ok, what):
 
 def values(rank, n, dtype, count=33):
     # 1..5 + rank: exact in every float type; integer products wrap (below).
+    # bool: a pattern of True and False that differs by rank, so that SUM
+    # and MAX (or), PRODUCT and MIN (and) and each root's broadcast differ.
+    if dtype == torch.bool:
+        return (torch.arange(count) + rank) % 3 == 0
     return ((torch.arange(count) % 5) + 1 + rank).to(dtype)
 
 

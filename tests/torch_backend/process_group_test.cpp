@@ -259,8 +259,10 @@ TEST(TorchBackend, AGroupReleasedInsideItsOwnCallbackEnds) {
   auto comms = makeInProcessGroup(2);
   std::promise<void> added;
   std::shared_future<void> callbackAdded = added.get_future().share();
-  std::promise<std::thread::id> released;
-  std::future<std::thread::id> releasedOn = released.get_future();
+  // Shared with the callback, which may still be inside set_value() when
+  // the test reads it.
+  auto released = std::make_shared<std::promise<std::thread::id>>();
+  std::future<std::thread::id> releasedOn = released->get_future();
   std::thread::id rank0Thread;
   std::vector<std::exception_ptr> errors(2);
   BackendOptions o;
@@ -274,9 +276,9 @@ TEST(TorchBackend, AGroupReleasedInsideItsOwnCallbackEnds) {
           c10::make_intrusive<ProcessGroupBigbatch>(std::move(comms[0]), 0, 2, o));
       std::vector<at::Tensor> t = {at::ones({4})};
       auto work = (*group)->allreduce(t);
-      work->getFuture()->addCallback([group, &released](c10::ivalue::Future&) {
+      work->getFuture()->addCallback([group, released](c10::ivalue::Future&) {
         group->reset();  // the last reference: the group ends here
-        released.set_value(std::this_thread::get_id());
+        released->set_value(std::this_thread::get_id());
       });
       group.reset();  // only the callback holds it now
       added.set_value();
