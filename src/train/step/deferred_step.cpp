@@ -50,6 +50,14 @@ StepOutcome TrainStep::runGraphed(DeviceFeed& feed, const StepPosition& at, cons
     staticLabels_.copy_(batch.labels);
   }
   if (!graph_->captured()) captureStep(at);
+  // Before the settle (the step's one host wait), while the device still
+  // runs the previous replay.
+  const std::string moved = graphBindings_.changed(graphTensors());
+  BIGBATCH_CHECK(moved.empty(), Error,
+                 "run.cuda_graph: step {}: {} since the step was captured, and a captured step "
+                 "replays the addresses it was captured with; keep the tensors' storage (copy_ "
+                 "into a parameter instead of replacing it) or set run.cuda_graph = false",
+                 at.globalStep, moved);
   const StepOutcome out = settlePending();
   const std::vector<NamedParameter>& params = optimizer_.params();
   for (size_t i = 0; i < params.size(); ++i) {
@@ -57,12 +65,6 @@ StepOutcome TrainStep::runGraphed(DeviceFeed& feed, const StepPosition& at, cons
     NamedParameter p = params[i];
     p.tensor.mutable_grad() = staticGrads_[i];
   }
-  const std::string moved = graphBindings_.changed(graphTensors());
-  BIGBATCH_CHECK(moved.empty(), Error,
-                 "run.cuda_graph: step {}: {} since the step was captured, and a captured step "
-                 "replays the addresses it was captured with; keep the tensors' storage (copy_ "
-                 "into a parameter instead of replacing it) or set run.cuda_graph = false",
-                 at.globalStep, moved);
   StepHyper h = hyper;
   h.gradScale = 1.0;  // with a loss scale, the device's
   optimizer_.prepareDeferred(h);

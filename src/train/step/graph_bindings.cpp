@@ -25,19 +25,19 @@ std::string GraphBindings::changed(const Named& now) const {
   if (now.size() != bound_.size()) {
     return fmt::format("{} tensor(s) were captured, {} are bound now", bound_.size(), now.size());
   }
+  // Compared in place, without copies: this runs before every replay.
   for (size_t i = 0; i < now.size(); ++i) {
-    const Binding was = bound_[i];
-    const Binding is = bind(now[i].first, now[i].second);
-    if (is.name != was.name) {
-      return fmt::format("tensor {} is {} now, captured as {}", i, is.name, was.name);
+    const Binding& was = bound_[i];
+    const std::string& name = now[i].first;
+    const torch::Tensor& t = now[i].second;
+    if (name != was.name) return fmt::format("tensor {} is {} now, captured as {}", i, name, was.name);
+    if (t.defined() != was.defined) {
+      return fmt::format("{} is {} now", name, t.defined() ? "defined" : "undefined");
     }
-    if (is.defined != was.defined) {
-      return fmt::format("{} is {} now", is.name, is.defined ? "defined" : "undefined");
-    }
-    if (!is.defined) continue;
-    if (is.data != was.data) return fmt::format("the storage of {} moved", is.name);
-    if (is.sizes != was.sizes || is.type != was.type) {
-      return fmt::format("{} changed shape or type", is.name);
+    if (!t.defined()) continue;
+    if (t.data_ptr() != was.data) return fmt::format("the storage of {} moved", name);
+    if (t.sizes() != c10::IntArrayRef(was.sizes) || t.scalar_type() != was.type) {
+      return fmt::format("{} changed shape or type", name);
     }
   }
   return "";
