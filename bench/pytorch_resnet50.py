@@ -19,7 +19,10 @@ Input (--input):
             (non_blocking=True) on a side stream while this step computes,
             the compute stream waiting on it, record_stream so the
             allocator does not reuse the buffer early — PyTorch's host-fed
-            step at its best, not a copy in series with the compute
+            step at its best, not a copy in series with the compute. One
+            difference: DeepLearningExamples copy uint8 pixels and normalise
+            on the GPU; these are float32 (4x the bytes), which the overlap
+            hides unless the bus is the bottleneck
   both      one row of each
 Precision: tf32 (fp32 with TF32 matmuls/convolutions), bf16, fp16.
 Prints one JSON line per row: {"impl", "precision", "batch", "input", "feed", "steps",
