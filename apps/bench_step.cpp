@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <climits>
 #include <cstdio>
 #include <filesystem>
 #include <sstream>
@@ -11,6 +12,7 @@
 
 #include "bigbatch/common/config.h"
 #include "bigbatch/common/error.h"
+#include "bigbatch/common/parse_number.h"
 #include "bigbatch/train/config_schema.h"
 #include "bigbatch/train/trainer.h"
 
@@ -84,18 +86,12 @@ Row measure(const BenchStepOptions& o, int batch, const std::string& precision, 
 std::vector<int> parseBatches(const std::string& text) {
   std::vector<int> out;
   for (const std::string& item : splitList(text)) {
-    size_t used = 0;
-    int b = 0;
-    try {
-      b = std::stoi(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    BIGBATCH_REQUIRE(used == item.size() && b >= 1, InvalidArgument,
+    const std::optional<long long> b = parseWholeInteger(item);
+    BIGBATCH_REQUIRE(b && *b >= 1 && *b <= INT_MAX, InvalidArgument,
                      "bench step: --batch '{}': give whole numbers >= 1, e.g. --batch 256 or "
                      "--batch 16,64,256",
                      item);
-    out.push_back(b);
+    out.push_back(static_cast<int>(*b));
   }
   BIGBATCH_REQUIRE(!out.empty(), InvalidArgument, "bench step: --batch is empty");
   return out;

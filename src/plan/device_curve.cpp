@@ -7,23 +7,18 @@
 #include <sstream>
 
 #include "bigbatch/common/error.h"
+#include "bigbatch/common/parse_number.h"
 
 namespace bigbatch::plan {
 namespace {
 
 double parseNumber(const std::string& text, const std::string& item) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  BIGBATCH_REQUIRE(used == text.size() && used > 0 && v > 0 && std::isfinite(v), InvalidArgument,
+  const std::optional<double> v = parseWholeDouble(text);
+  BIGBATCH_REQUIRE(v && *v > 0, InvalidArgument,
                    "--device-img-s '{}': give a positive rate, or rate@batch items separated by "
                    "commas (e.g. 7161@400,4908@50)",
                    item);
-  return v;
+  return *v;
 }
 
 }  // namespace

@@ -7,23 +7,18 @@
 #include <set>
 
 #include "bigbatch/common/error.h"
+#include "bigbatch/common/parse_number.h"
 
 namespace bigbatch {
 namespace {
 
 double number(const std::string& text, const std::string& whole) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  BIGBATCH_REQUIRE(used == text.size() && !text.empty() && std::isfinite(v), InvalidArgument,
+  const std::optional<double> v = parseWholeDouble(text);
+  BIGBATCH_REQUIRE(v.has_value(), InvalidArgument,
                    "tune parameter '{}': '{}' is not a number (ranges are lo:hi, lo:hi:log or "
                    "lo:hi:int; lists are a,b,c)",
                    whole, text);
-  return v;
+  return *v;
 }
 
 std::vector<std::string> split(const std::string& text, char sep) {

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "bigbatch/common/error.h"
+#include "bigbatch/common/parse_number.h"
 
 namespace bigbatch {
 
@@ -104,16 +105,10 @@ double largestSearchedEpochs(const std::vector<SearchParameter>& params) {
     if (p.kind != SearchParameter::kChoice) return p.hi;
     double most = 0;
     for (const auto& c : p.choices) {
-      size_t used = 0;
-      double v = 0;
-      try {
-        v = std::stod(c, &used);
-      } catch (const std::exception&) {
-        used = 0;
-      }
-      BIGBATCH_REQUIRE(used == c.size() && v >= 1, InvalidArgument,
+      const std::optional<double> v = parseWholeDouble(c);
+      BIGBATCH_REQUIRE(v && *v >= 1, InvalidArgument,
                        "tune parameter 'train.epochs': '{}' is not a whole number of epochs", c);
-      most = std::max(most, v);
+      most = std::max(most, *v);
     }
     return most;
   }
