@@ -27,13 +27,7 @@ CompletionPool::~CompletionPool() {
   // The other threads have drained the queue before ending; with none, what
   // is left runs here.
   std::unique_lock<std::mutex> lock(s.mutex);
-  while (!s.tasks.empty()) {
-    std::function<void()> task = std::move(s.tasks.front());
-    s.tasks.pop_front();
-    lock.unlock();
-    task();
-    task = nullptr;
-    lock.lock();
+  while (runNext(s, lock)) {
   }
 }
 
@@ -61,17 +55,22 @@ void CompletionPool::work(const std::shared_ptr<State>& state) {
     ++s.idle;
     s.wake.wait(lock, [&s] { return s.stopping || !s.tasks.empty(); });
     --s.idle;
-    if (s.tasks.empty()) return;  // stopping, nothing left
-    std::function<void()> task = std::move(s.tasks.front());
-    s.tasks.pop_front();
-    lock.unlock();
-    task();
-    // Destroyed before the lock is taken again: what the task holds (the
-    // last reference to the process group) may destroy the pool, which
-    // takes the lock.
-    task = nullptr;
-    lock.lock();
+    if (!runNext(s, lock)) return;  // stopping, nothing left
   }
+}
+
+bool CompletionPool::runNext(State& s, std::unique_lock<std::mutex>& lock) {
+  if (s.tasks.empty()) return false;
+  std::function<void()> task = std::move(s.tasks.front());
+  s.tasks.pop_front();
+  lock.unlock();
+  task();
+  // Destroyed before the lock is taken again: what the task holds (the last
+  // reference to the process group) may destroy the pool, which takes the
+  // lock.
+  task = nullptr;
+  lock.lock();
+  return true;
 }
 
 }  // namespace bigbatch::torch_backend

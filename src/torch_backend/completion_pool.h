@@ -54,6 +54,8 @@ class CompletionPool {
     bool stopping = false;                    // guarded by mutex
   };
   static void work(const std::shared_ptr<State>& state);
+  // Runs the oldest queued task with the lock released; false if none.
+  static bool runNext(State& s, std::unique_lock<std::mutex>& lock);
 
   std::shared_ptr<State> state_;
 };
