@@ -1,0 +1,132 @@
+#include "bigbatch/comm/world.h"
+
+#include <cstdlib>
+
+#include <torch/csrc/distributed/c10d/TCPStore.hpp>
+
+#include "bigbatch/comm/c10d_store.h"
+#include "bigbatch/comm/gloo_communicator.h"
+#include "bigbatch/comm/mpi_communicator.h"
+#include "bigbatch/common/error.h"
+#include "bigbatch/common/parse_number.h"
+
+namespace bigbatch {
+namespace {
+
+bool isSet(const char* name) {
+  const char* v = std::getenv(name);
+  return v != nullptr && *v != '\0';
+}
+
+std::string required(const char* name) {
+  const char* v = std::getenv(name);
+  BIGBATCH_REQUIRE(v != nullptr && *v != '\0', InvalidArgument,
+                   "{} is not set: a torchrun-style start sets RANK, WORLD_SIZE, MASTER_ADDR and "
+                   "MASTER_PORT for every rank",
+                   name);
+  return v;
+}
+
+int wholeNumber(const char* name, const std::string& text, int64_t low, int64_t high) {
+  const std::optional<long long> v = parseWholeInteger(text);
+  BIGBATCH_REQUIRE(v && *v >= low && *v <= high, InvalidArgument,
+                   "{}='{}' is not a whole number in {} .. {}", name, text, low, high);
+  return static_cast<int>(*v);
+}
+
+// The store keeps serving while the process lives: ranks may still read
+// keys after rank 0 (its host, when the agent does not host it) is through.
+c10::intrusive_ptr<c10d::Store>& keptStore() {
+  static auto* store = new c10::intrusive_ptr<c10d::Store>();
+  return *store;
+}
+
+c10::intrusive_ptr<c10d::Store> openStore(const TorchrunEnvironment& env,
+                                          std::chrono::milliseconds timeout) {
+  const bool host = !env.agentStore && env.rank == 0;
+  c10d::TCPStoreOptions options;
+  options.port = static_cast<uint16_t>(env.masterPort);
+  options.isServer = host;
+  options.waitWorkers = false;
+  options.timeout = timeout;
+  try {
+    return c10::make_intrusive<c10d::TCPStore>(env.masterAddr, options);
+  } catch (const std::exception& e) {
+    const std::string why = std::string(e.what()).substr(0, std::string(e.what()).find('\n'));
+    if (host) {
+      BIGBATCH_THROW(IoError,
+                     "rank 0 cannot open the rendezvous store on port {} (MASTER_PORT): {}; "
+                     "another job may be using that port: give this one another MASTER_PORT",
+                     env.masterPort, why);
+    }
+    BIGBATCH_THROW(IoError,
+                   "cannot reach the rendezvous store at {}:{} (MASTER_ADDR:MASTER_PORT) within "
+                   "{} s: {}; check that rank 0 (or torchrun's agent) is running there and "
+                   "that every rank was given the same MASTER_ADDR and MASTER_PORT",
+                   env.masterAddr, env.masterPort, timeout.count() / 1000.0, why);
+  }
+}
+
+}  // namespace
+
+Launcher detectLauncher() {
+  if (MpiCommunicator::launchedByMpi()) return Launcher::kMpi;
+  if (isSet("RANK") && isSet("WORLD_SIZE") && isSet("MASTER_ADDR") && isSet("MASTER_PORT")) {
+    return Launcher::kTorchrun;
+  }
+  return Launcher::kNone;
+}
+
+const char* launcherName(Launcher launcher) {
+  switch (launcher) {
+    case Launcher::kMpi: return "MPI";
+    case Launcher::kTorchrun: return "torchrun";
+    case Launcher::kNone: break;
+  }
+  return "none";
+}
+
+TorchrunEnvironment TorchrunEnvironment::fromEnvironment() {
+  TorchrunEnvironment env;
+  env.worldSize = wholeNumber("WORLD_SIZE", required("WORLD_SIZE"), 1, 1 << 24);
+  env.rank = wholeNumber("RANK", required("RANK"), 0, env.worldSize - 1);
+  env.masterAddr = required("MASTER_ADDR");
+  env.masterPort = wholeNumber("MASTER_PORT", required("MASTER_PORT"), 1, 65535);
+  if (isSet("LOCAL_RANK")) env.localRank = wholeNumber("LOCAL_RANK", std::getenv("LOCAL_RANK"), 0, 1 << 20);
+  if (isSet("TORCHELASTIC_RESTART_COUNT")) {
+    env.restartCount = wholeNumber("TORCHELASTIC_RESTART_COUNT",
+                                   std::getenv("TORCHELASTIC_RESTART_COUNT"), 0, 1 << 20);
+  }
+  const char* agent = std::getenv("TORCHELASTIC_USE_AGENT_STORE");
+  env.agentStore = agent != nullptr && std::string(agent) == "True";
+  return env;
+}
+
+std::unique_ptr<Communicator> connectWorld(std::chrono::milliseconds timeout) {
+  switch (detectLauncher()) {
+    case Launcher::kMpi:
+      return MpiCommunicator::world();
+    case Launcher::kTorchrun: {
+      const TorchrunEnvironment env = TorchrunEnvironment::fromEnvironment();
+      keptStore() = openStore(env, timeout);
+      const std::string where = fmt::format("{}:{}", env.masterAddr, env.masterPort);
+      std::unique_ptr<KeyValueStore> store = wrapC10dStore(keptStore(), where);
+      GlooOptions options;
+      options.routeTo = env.masterAddr;
+      options.timeout = timeout;
+      // The agent's store outlives restarts: each attempt's keys apart, as
+      // torch.distributed's own env:// start keeps them.
+      options.keyPrefix = env.agentStore
+                              ? fmt::format("/worker/attempt_{}/bigbatch/", env.restartCount)
+                              : "bigbatch/";
+      return GlooCommunicator::connect(*store, env.rank, env.worldSize, options);
+    }
+    case Launcher::kNone:
+      break;
+  }
+  BIGBATCH_THROW(InvalidArgument,
+                 "no launcher started this process: start it with mpirun or srun (MPI), or with "
+                 "torchrun (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT)");
+}
+
+}  // namespace bigbatch
