@@ -41,6 +41,7 @@
 #include "bench_pipeline.h"
 #include "bench_step.h"
 #include "bigbatch/comm/mpi_communicator.h"
+#include "bigbatch/comm/world.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/version.h"
 #include "bigbatch/common/stop_request.h"
@@ -195,12 +196,13 @@ int runTrain(const TrainArgs& a, int argc, char** argv) {
       a.minWorkers >= 0 ? a.minWorkers : static_cast<int>(config.getInt("run.min_workers"));
   if (!a.launcher.empty()) config.set("run.launcher=" + a.launcher);
   const std::string launcher = config.getString("run.launcher");
-  const bool underMpi = bigbatch::MpiCommunicator::launchedByMpi();
-  BIGBATCH_REQUIRE(minWorkers == 0 || maxRestarts > 0 || underMpi, bigbatch::InvalidArgument,
+  // mpirun, srun or torchrun started this process as one rank of a job.
+  const bool underLauncher = bigbatch::launchedByLauncher();
+  BIGBATCH_REQUIRE(minWorkers == 0 || maxRestarts > 0 || underLauncher, bigbatch::InvalidArgument,
                    "--min-workers {} without --max-restarts: fewer workers come only with a "
                    "restart; add --max-restarts N (e.g. 3)",
                    minWorkers);
-  if (maxRestarts > 0 && !underMpi) {
+  if (maxRestarts > 0 && !underLauncher) {
     return bigbatch::superviseTraining(config, options,
                                        {launcher, workers, maxRestarts, minWorkers}, argc, argv);
   }
@@ -218,7 +220,7 @@ int runTrain(const TrainArgs& a, int argc, char** argv) {
   if (!result.stopped) return 0;
   // Stopped at a checkpoint on request: a rank tells its launcher (75); a
   // run that nothing launched is the top of its job, and requeues it itself.
-  return underMpi ? bigbatch::kStoppedExitStatus : bigbatch::endStoppedJob();
+  return underLauncher ? bigbatch::kStoppedExitStatus : bigbatch::endStoppedJob();
 }
 
 // `bigbatch plot`: run directories share each chart (a tune directory, one

@@ -1,13 +1,15 @@
 """bigbatch's gradient exchange for PyTorch scripts.
 
 ``import bigbatch_torch`` registers the torch.distributed backend
-"bigbatch": a script started with ``mpirun -np N python3 script.py`` then
-uses bigbatch's communicator and collectives (its allreduce algorithms and
+"bigbatch": a script started with ``mpirun -np N python3 script.py`` or
+``torchrun --nproc_per_node N script.py`` then uses bigbatch's communicator and collectives (its allreduce algorithms and
 their online tuning, the shared-memory phase on a host, its timeouts and
 heartbeat) through ``dist.init_process_group("bigbatch")`` — DDP, its comm
 hooks and ordinary collectives alike — and bigbatch's own codecs as DDP
-comm hooks (``bigbatch_torch.hooks``). docs/TORCH_BACKEND.md has the
-whole story.
+comm hooks (``bigbatch_torch.hooks``). Under mpirun the bytes move over
+MPI; under torchrun (or any env:// start) over Gloo's TCP transport, the
+ranks meeting through torch.distributed's store. docs/TORCH_BACKEND.md has
+the whole story.
 
 Under mpirun the import also sets what ``init_process_group``'s default
 ``env://`` start reads, from MPI's launch: RANK, WORLD_SIZE, LOCAL_RANK
@@ -106,9 +108,9 @@ def _env_rendezvous_through_mpi():
         query = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query))
         if not launched_by_mpi() and "RANK" not in os.environ and "rank" not in query:
             raise ValueError(
-                "torch.distributed's env:// start found no RANK: the bigbatch backend takes its "
-                "ranks from MPI — start the script with mpirun -np N python3 SCRIPT (another "
-                "backend: set RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT, or use torchrun)")
+                "torch.distributed's env:// start found no RANK: start the script with "
+                "torchrun --nproc_per_node N SCRIPT or mpirun -np N python3 SCRIPT (or set "
+                "RANK, WORLD_SIZE, MASTER_ADDR and MASTER_PORT for every rank)")
         if "MASTER_ADDR" in os.environ or not launched_by_mpi():
             if timeout is None:
                 yield from original(url, **kwargs)

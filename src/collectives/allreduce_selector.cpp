@@ -108,8 +108,8 @@ size_t AutoAllreduce::pick(Communicator& comm, size_t bytes, bool& oneHost) {
   const auto& rules = oneHost ? table_.singleHost : table_.multiHost;
   std::atomic<bool>& logged = oneHost ? loggedSingle_ : loggedMulti_;
   if (comm.rank() == 0 && !logged.exchange(true)) {
-    log().info("allreduce: {} ranks on {}; by message size: {}", comm.size(),
-               oneHost ? "one host" : "several hosts", formatAllreduceRules(rules));
+    log().info("allreduce: {} ranks on {} over {}; by message size: {}", comm.size(),
+               oneHost ? "one host" : "several hosts", comm.transportName(), formatAllreduceRules(rules));
   }
   for (size_t i = 0; i + 1 < rules.size(); ++i) {
     if (bytes < rules[i].belowBytes) return i;

@@ -13,7 +13,7 @@
 #include <optional>
 #include <sstream>
 
-#include "bigbatch/comm/mpi_communicator.h"
+#include "bigbatch/comm/world.h"
 #include "bigbatch/common/cpu_affinity.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/stop_request.h"
@@ -39,7 +39,7 @@ std::vector<std::string> mpirunLauncher() {
   return words;
 }
 
-bool shouldLaunchWorkers(int workers) { return workers > 1 && !MpiCommunicator::launchedByMpi(); }
+bool shouldLaunchWorkers(int workers) { return workers > 1 && !launchedByLauncher(); }
 
 int cpusPerRank(int workers, int threadsPerRank, int cpus) {
   const int threads = threadsPerRank > 0 ? threadsPerRank : std::max(1, cpus / workers);
@@ -199,6 +199,7 @@ int launchWorkers(const RankLauncher& launcher, int workers, int threadsPerRank,
 void pinLaunchedRank() {
   const char* perRank = std::getenv(kCpusPerRankEnv);
   const char* localRank = std::getenv("OMPI_COMM_WORLD_LOCAL_RANK");
+  if (!localRank) localRank = std::getenv("LOCAL_RANK");  // torchrun's
   if (!perRank || !localRank) return;
   const int n = std::atoi(perRank), local = std::atoi(localRank);
   const std::vector<int> cpus = allowedCpus();

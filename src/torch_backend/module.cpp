@@ -13,6 +13,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "bigbatch/comm/c10d_store.h"
+#include "bigbatch/comm/gloo_communicator.h"
 #include "bigbatch/comm/mpi_communicator.h"
 #include "bigbatch/common/error.h"
 #include "process_group_bigbatch.h"
@@ -47,22 +49,38 @@ std::chrono::milliseconds timeoutFor(std::chrono::milliseconds given) {
 }
 
 c10::intrusive_ptr<ProcessGroupBigbatch> createGroup(
-    const c10::intrusive_ptr<::c10d::Store>& /*store: MPI is the rendezvous*/, int rank, int size,
+    const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout) {
-  BIGBATCH_REQUIRE(MpiCommunicator::launchedByMpi(), InvalidArgument,
-                   "the bigbatch backend needs its ranks started by mpirun: mpirun -np N python3 "
-                   "SCRIPT (torchrun's env:// start is not supported; use backend \"gloo\" there)");
-  std::unique_ptr<Communicator> world = MpiCommunicator::world();
-  BIGBATCH_REQUIRE(size == world->size(), InvalidArgument,
-                   "a bigbatch process group of {} rank(s) in a job of {}: the bigbatch backend "
-                   "runs the default group of every rank; make subgroups with backend \"gloo\"",
-                   size, world->size());
   // One group per process: MPI is entered by one thread at a time
   // (MPI_THREAD_SERIALIZED), and each group has its communication thread.
   BIGBATCH_REQUIRE(ProcessGroupBigbatch::liveGroups() == 0, InvalidArgument,
                    "a second bigbatch process group in one process: the bigbatch backend runs "
                    "one group (the default one); destroy it first, or use backend \"gloo\" for "
                    "another");
+  // MPI's world under mpirun or srun; otherwise (torchrun, or any env://
+  // start) Gloo's TCP transport over the store torch.distributed made.
+  std::unique_ptr<Communicator> world;
+  if (MpiCommunicator::launchedByMpi()) {
+    world = MpiCommunicator::world();
+  } else {
+    BIGBATCH_REQUIRE(store, InvalidArgument,
+                     "the bigbatch backend was given no store and no MPI launch: start the ranks "
+                     "with torchrun (init_method env://) or mpirun");
+    const char* addr = std::getenv("MASTER_ADDR");
+    const char* port = std::getenv("MASTER_PORT");
+    const std::string where = addr != nullptr && port != nullptr
+                                  ? fmt::format("{}:{}", addr, port)
+                                  : std::string("torch.distributed's store");
+    const std::unique_ptr<KeyValueStore> kv = wrapC10dStore(store, where);
+    GlooOptions options;
+    options.routeTo = addr != nullptr ? addr : "";
+    options.timeout = timeoutFor(timeout);
+    world = GlooCommunicator::connect(*kv, rank, size, options);
+  }
+  BIGBATCH_REQUIRE(size == world->size(), InvalidArgument,
+                   "a bigbatch process group of {} rank(s) in a job of {}: the bigbatch backend "
+                   "runs the default group of every rank; make subgroups with backend \"gloo\"",
+                   size, world->size());
   setErrorRank(world->rank());
   BackendOptions options;
   options.timeout = timeoutFor(timeout);
@@ -154,7 +172,8 @@ void bindProcessFunctions(py::module& m) {
          std::chrono::milliseconds timeout) { return createGroup(store, rank, size, timeout); },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
       "The backend's creator (torch.distributed.Backend.register_backend): the group over "
-      "MPI's world, ranks and size from the MPI launch");
+      "MPI's world under an MPI launch, else over Gloo's TCP transport rendezvoused "
+      "through `store` (torchrun, env://)");
   m.def("launched_by_mpi", &bigbatch::MpiCommunicator::launchedByMpi,
         "whether an MPI launcher (mpirun, or srun with PMI/PMIx) started this process");
   m.def(

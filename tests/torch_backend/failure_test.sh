@@ -13,7 +13,7 @@
 #             ends with its traceback well before the group's timeout
 #             (120 s here; the peers would otherwise wait in the step's
 #             allreduce that long); no process is left
-#   nompi     the script started without mpirun: init_process_group
+#   nompi     the script started without a launcher: init_process_group
 #             raises, naming the fix
 # With HOSTS=2, kill and stop run across two emulated hosts
 # (scripts/emulated_cluster: one rank per network namespace).

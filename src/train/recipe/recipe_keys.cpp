@@ -405,8 +405,8 @@ std::vector<RecipeKey> faultKeys() {
         {}, {}, {"step", "exchange", "evaluation", "checkpoint"}),
        to(&RunRecipe::fault, &FaultPlan::during)},
       {F("fault.attempts", T::kInt, int64_t{0},
-        "under --max-restarts, fire only in the first N attempts (a transient fault the restart "
-        "recovers from); 0: every attempt",
+        "under --max-restarts (or torchrun's --max_restarts), fire only in the first N attempts "
+        "(a transient fault the restart recovers from); 0: every attempt",
         0.0, 1000.0),
        to(&RunRecipe::fault, &FaultPlan::attempts)},
       {F("fault.pause_dir", T::kString, std::string(""),

@@ -16,7 +16,7 @@ namespace {
 // `--workers`) decides; a job started by mpirun directly prints plain lines.
 bool stdoutIsTerminal() {
   if (const char* v = std::getenv("BIGBATCH_STDOUT_TTY")) return std::string(v) == "1";
-  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"}) {
+  for (const char* v : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK", "TORCHELASTIC_RUN_ID"}) {
     if (std::getenv(v)) return false;
   }
   return ::isatty(STDOUT_FILENO) == 1;

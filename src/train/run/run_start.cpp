@@ -13,7 +13,7 @@
 #include "bigbatch/collectives/allreduce.h"
 #include "bigbatch/collectives/collectives.h"
 #include "bigbatch/comm/in_process_communicator.h"
-#include "bigbatch/comm/mpi_communicator.h"
+#include "bigbatch/comm/world.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/hash.h"
 #include "bigbatch/common/launch_slot.h"
@@ -161,11 +161,13 @@ void reportPlacement(Communicator& comm, int slot) {
 
 RunStart startRun(Config& c, const TrainOptions& o, MlperfLogger& ml) {
   RunStart s;
-  // The ranks: given, MPI's world under mpirun, or this process alone.
+  // The ranks: given; the launcher's world (MPI's under mpirun or srun,
+  // Gloo's over the store under torchrun: comm/world.h); or this process alone.
   s.comm = o.comm;
   if (!s.comm) {
-    if (MpiCommunicator::launchedByMpi()) {
-      s.ownedComm = MpiCommunicator::world();
+    if (launchedByLauncher()) {
+      s.ownedComm = connectWorld(std::chrono::milliseconds(
+          static_cast<int64_t>(c.getFloat("comm.timeout_s") * 1000.0)));
     } else {
       s.ownedComm = std::move(makeInProcessGroup(1)[0]);
     }

@@ -16,8 +16,11 @@
 namespace bigbatch::train_detail {
 namespace {
 
+// The attempt: bigbatch's supervisor counts them, or torchrun's agent
+// (its --max_restarts) does.
 int64_t restartCount() {
   const char* value = std::getenv(kRestartCountEnv);
+  if (value == nullptr) value = std::getenv("TORCHELASTIC_RESTART_COUNT");
   return value ? std::atoll(value) : 0;
 }
 
