@@ -18,6 +18,7 @@
 #include "bigbatch/collectives/allreduce.h"
 #include "bigbatch/collectives/exact_inputs.h"
 #include "bigbatch/comm/mpi_communicator.h"
+#include "bigbatch/comm/world.h"
 #include "bigbatch/common/error.h"
 #include "list_arg.h"
 #include "bigbatch/common/logging.h"
@@ -44,7 +45,11 @@ int runBenchAllreduce(const BenchAllreduceOptions& o) {
   BIGBATCH_REQUIRE(!names.empty(), InvalidArgument, "--algorithms is empty; e.g. auto,shm,mpi");
   for (const auto& name : names) makeAllreduce(name);  // unknown names fail before MPI work
 
-  auto comm = MpiCommunicator::world();
+  // The launcher's world (MPI under mpirun or srun, Gloo's TCP under
+  // torchrun); alone, MPI's world of one.
+  std::unique_ptr<Communicator> comm =
+      launchedByLauncher() ? connectWorld(std::chrono::milliseconds(o.timeoutMs))
+                           : std::unique_ptr<Communicator>(MpiCommunicator::world());
   comm->setTimeoutMs(o.timeoutMs);
   initLogging(comm->rank(), Verbosity::kQuiet);
   const int n = comm->size();

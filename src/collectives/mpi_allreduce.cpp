@@ -40,7 +40,9 @@ void initLowPrecision() {
 void MpiAllreduce::reduce(Communicator& comm, void* data, size_t count, DataType type) {
   auto* mpi = dynamic_cast<MpiCommunicator*>(&comm);
   BIGBATCH_REQUIRE(mpi != nullptr, InvalidArgument,
-                   "the 'mpi' allreduce needs an MPI communicator, got {}", comm.transportName());
+                   "the 'mpi' allreduce needs an MPI communicator, got {} (started by "
+                   "torchrun?): choose another algorithm, or start the ranks with mpirun",
+                   comm.transportName());
   BIGBATCH_REQUIRE(count <= static_cast<size_t>(INT_MAX), InvalidArgument,
                    "{} elements exceed MPI's int count", count);
   MPI_Datatype mpiType = MPI_FLOAT;
