@@ -13,6 +13,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 
 #include "bigbatch/collectives/allreduce.h"
@@ -34,6 +35,8 @@ DataType parseType(const std::string& t) {
 }
 
 }  // namespace
+
+constexpr int kBenchTag = 0x7e10;
 
 int runBenchAllreduce(const BenchAllreduceOptions& o) {
   const DataType type = parseType(o.type);
@@ -102,6 +105,7 @@ int runBenchAllreduce(const BenchAllreduceOptions& o) {
       comm->barrier();
       print("memcpy", bytes, us, 0);
     }
+    const auto sumWrong = makeAllreduce("recursive_doubling");
     for (const auto& name : names) {
       AllreduceOptions ao;
       if (o.shmChunkBytes) ao.shmChunkBytes = o.shmChunkBytes;
@@ -113,13 +117,15 @@ int runBenchAllreduce(const BenchAllreduceOptions& o) {
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < iters; ++i) algo->run(*comm, buf.data(), count, type);
       double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
-      checkMpi(MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_MAX, comm->handle()),
-               "MPI_Allreduce");
+      // The slowest rank's time and every rank's wrong elements, with
+      // bigbatch's own reductions (the world may be Gloo's, not MPI's).
+      int64_t ns = std::llround(us * 1000.0);
+      allreduceMaxInt64(*comm, &ns, 1, kBenchTag);
+      us = static_cast<double>(ns) / 1000.0;
       buf = exact::makeInput(type, count, rank);
       algo->run(*comm, buf.data(), count, type);
-      long long wrong = static_cast<long long>(exact::countWrong(type, buf, count, n, nullptr));
-      checkMpi(MPI_Allreduce(MPI_IN_PLACE, &wrong, 1, MPI_LONG_LONG, MPI_SUM, comm->handle()),
-               "MPI_Allreduce");
+      int64_t wrong = static_cast<int64_t>(exact::countWrong(type, buf, count, n, nullptr));
+      sumWrong->run(*comm, &wrong, 1, DataType::kInt64);
       print(name, bytes, us, wrong);
     }
   }

@@ -1,8 +1,10 @@
 #!/usr/bin/python3
 """PyTorch's gloo allreduce, timed like `bigbatch bench allreduce` (the same
 sizes, float32, busbw = algbw * 2(n-1)/n), for a side-by-side table on the
-same ranks and links. Started by mpirun (e.g. inside scripts/emulated_cluster):
-rank and world size from OpenMPI's OMPI_COMM_WORLD_*, the store on host 0
+same ranks and links. Started by torchrun (its RANK, WORLD_SIZE, MASTER_ADDR,
+MASTER_PORT, as scripts/torchrun_hosts starts it: no core binding, no MPI in
+the process) or by mpirun: rank and world size from OpenMPI's
+OMPI_COMM_WORLD_*, the store on host 0
 (`--master`, default: this host's `--ifname` address with the last byte 1,
 the emulated cluster's host 0). Prints one JSON line per size from rank 0.
 
@@ -30,10 +32,15 @@ def main():
     p.add_argument("--ifname", default="eth0")
     p.add_argument("--port", type=int, default=29556)
     args = p.parse_args()
-    rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
-    size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
     os.environ.setdefault("GLOO_SOCKET_IFNAME", args.ifname)
-    master = args.master
+    if "RANK" in os.environ and "MASTER_ADDR" in os.environ:  # torchrun's start: as given
+        rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+        master = os.environ["MASTER_ADDR"]
+        args.port = int(os.environ["MASTER_PORT"])
+    else:
+        rank = int(os.environ["OMPI_COMM_WORLD_RANK"])
+        size = int(os.environ["OMPI_COMM_WORLD_SIZE"])
+        master = args.master
     if not master:
         out = subprocess.run(["ip", "-4", "-o", "addr", "show", "dev", args.ifname],
                              capture_output=True, text=True, check=True).stdout

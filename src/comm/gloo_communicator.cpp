@@ -1,11 +1,8 @@
 #include "bigbatch/comm/gloo_communicator.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netdb.h>
-#include <sys/mman.h>
 #include <sys/socket.h>
-#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -24,6 +21,7 @@
 #include <gloo/transport/unbound_buffer.h>
 
 #include "bigbatch/common/error.h"
+#include "store_world.h"
 
 namespace bigbatch {
 namespace {
@@ -35,7 +33,6 @@ constexpr size_t kErrorBytes = 4096;
 // Slot layout: [space: 24 bits][tag: 16 bits][hash of the byte count: 24 bits].
 // Space 0 is the error notices'; communicators hash into 1 .. 2^24-1.
 constexpr uint64_t kErrorSlot = 0xffffu;
-constexpr int kShmTag = 0x7e7e;
 constexpr uint32_t kWorldSpace = 1;
 // The watcher's receive: Gloo treats a wait that times out as fatal to the
 // whole context, so this one waits "forever" (30 days keeps steady_clock's
@@ -44,20 +41,6 @@ constexpr milliseconds kForever{30LL * 24 * 3600 * 1000};
 // How long an error notice may trail the connection loss it explains, and
 // how long a rank that posted notices lets them leave before it closes.
 constexpr milliseconds kNoticeGrace{2000};
-
-uint64_t mix64(uint64_t x) {  // splitmix64's finaliser
-  x ^= x >> 30;
-  x *= 0xbf58476d1ce4e5b9ULL;
-  x ^= x >> 27;
-  x *= 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
-std::string hostName() {
-  char name[256] = {};
-  if (gethostname(name, sizeof(name) - 1) != 0) return "localhost";
-  return name;
-}
 
 // The local address the kernel would use to reach `host` (no packet is
 // sent: connect() on a UDP socket only picks the route).
@@ -108,7 +91,7 @@ gloo::transport::tcp::attr deviceAttr(const GlooOptions& o) {
       return attr;
     }
   }
-  attr.hostname = o.routeTo.empty() ? hostName() : routeAddress(o.routeTo);
+  attr.hostname = o.routeTo.empty() ? store_world::thisHostName() : routeAddress(o.routeTo);
   return attr;
 }
 
@@ -135,19 +118,6 @@ class GlooStore : public gloo::rendezvous::Store {
   std::string prefix_;
   milliseconds timeout_;
 };
-
-// Polls for `key`, giving up early when a rank has written `refusedKey`.
-std::string awaitKey(KeyValueStore& store, const std::string& key, const std::string& refusedKey,
-                     Clock::time_point deadline, const std::string& missing) {
-  while (!store.check(key)) {
-    if (store.check(refusedKey)) {
-      BIGBATCH_THROW(InvalidArgument, "{}", store.get(refusedKey, milliseconds(1000)));
-    }
-    if (Clock::now() > deadline) BIGBATCH_THROW(TimeoutError, "{}", missing);
-    std::this_thread::sleep_for(milliseconds(5));
-  }
-  return store.get(key, milliseconds(1000));
-}
 
 }  // namespace
 
@@ -297,57 +267,15 @@ class GlooRequest : public Request {
   bool done_ = false;
 };
 
-class PosixSharedSegment : public SharedSegment {
- public:
-  PosixSharedSegment(uint8_t* base, size_t slotBytes, int ranks)
-      : base_(base), slotBytes_(slotBytes), total_(slotBytes * static_cast<size_t>(ranks)) {}
-  ~PosixSharedSegment() override { munmap(base_, total_); }
-  uint8_t* slot(int rank) override { return base_ + slotBytes_ * static_cast<size_t>(rank); }
-  size_t slotBytes() const override { return slotBytes_; }
-
- private:
-  uint8_t* base_;
-  size_t slotBytes_, total_;
-};
-
-uint8_t* mapShared(int fd, size_t bytes) {
-  void* p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-  return p == MAP_FAILED ? nullptr : static_cast<uint8_t*>(p);
-}
-
 }  // namespace
 
 std::unique_ptr<GlooCommunicator> GlooCommunicator::connect(KeyValueStore& store, int rank,
                                                             int size, const GlooOptions& o) {
-  BIGBATCH_REQUIRE(size >= 1 && rank >= 0 && rank < size, InvalidArgument,
-                   "rank {} of a world of {}: RANK must lie in 0 .. WORLD_SIZE-1", rank, size);
   const auto deadline = Clock::now() + o.timeout;
-  const std::string refused = o.keyPrefix + "refused";
-  const std::string host = o.hostName.empty() ? hostName() : o.hostName;
-  store.set(o.keyPrefix + "rank/" + std::to_string(rank), std::to_string(size) + " " + host);
-
-  // Every rank's world size and host, read back; a disagreement ends every
-  // rank at once (the refusal key) instead of leaving some to time out.
   auto world = std::make_shared<World>();
-  world->hosts.resize(static_cast<size_t>(size));
-  for (int r = 0; r < size; ++r) {
-    const std::string value = awaitKey(
-        store, o.keyPrefix + "rank/" + std::to_string(r), refused, deadline,
-        fmt::format("rank {} did not reach the {} within {} ms (this rank is {} of {}): it may "
-                    "not have started, or was given another MASTER_ADDR/MASTER_PORT",
-                    r, store.describe(), o.timeout.count(), rank, size));
-    const size_t space = value.find(' ');
-    const int theirs = std::atoi(value.substr(0, space).c_str());
-    if (theirs != size) {
-      const std::string message = fmt::format(
-          "the ranks disagree on the world size: rank {} was given WORLD_SIZE={}, rank {} "
-          "WORLD_SIZE={}; start every rank with the same value",
-          r, theirs, rank, size);
-      store.set(refused, message);
-      BIGBATCH_THROW(InvalidArgument, "{}", message);
-    }
-    world->hosts[static_cast<size_t>(r)] = value.substr(space + 1);
-  }
+  world->hosts = store_world::meet(store, rank, size, o.keyPrefix,
+                                   o.hostName.empty() ? store_world::thisHostName() : o.hostName,
+                                   o.timeout);
 
   const gloo::transport::tcp::attr attr = deviceAttr(o);
   try {
@@ -383,17 +311,12 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::connect(KeyValueStore& store
 GlooCommunicator::GlooCommunicator(std::shared_ptr<World> world, std::vector<int> members,
                                    uint32_t space)
     : world_(std::move(world)), members_(std::move(members)), space_(space) {
-  const int me = world_->context->rank;
-  rank_ = static_cast<int>(std::find(members_.begin(), members_.end(), me) - members_.begin());
-  const std::string& myHost = world_->hosts[static_cast<size_t>(me)];
-  hostColor_ = -1;
-  localSize_ = 0;
-  for (int r = 0; r < size(); ++r) {
-    if (world_->hosts[static_cast<size_t>(members_[static_cast<size_t>(r)])] != myHost) continue;
-    if (hostColor_ < 0) hostColor_ = r;
-    if (r < rank_) ++localRank_;
-    ++localSize_;
-  }
+  const store_world::HostLayout l =
+      store_world::hostLayout(world_->hosts, members_, world_->context->rank);
+  rank_ = l.rank;
+  hostColor_ = l.color;
+  localRank_ = l.localRank;
+  localSize_ = l.localSize;
 }
 
 GlooCommunicator::~GlooCommunicator() { releaseSharedSegments(); }
@@ -414,7 +337,7 @@ int GlooCommunicator::worldRankOf(int peer) const {
 uint64_t GlooCommunicator::slotFor(int tag, size_t bytes) const {
   BIGBATCH_REQUIRE(tag >= 0 && tag < 0xffff, InvalidArgument,
                    "tag {} outside 0 .. 65534, the range Gloo's slots carry", tag);
-  return (uint64_t{space_} << 40) | (uint64_t(tag) << 24) | (mix64(bytes) & 0xffffffu);
+  return (uint64_t{space_} << 40) | (uint64_t(tag) << 24) | (store_world::mix64(bytes) & 0xffffffu);
 }
 
 std::unique_ptr<Request> GlooCommunicator::isend(const void* data, size_t bytes, int peer,
@@ -447,31 +370,10 @@ std::unique_ptr<Request> GlooCommunicator::irecv(void* data, size_t bytes, int p
 }
 
 std::unique_ptr<Communicator> GlooCommunicator::split(int color, int key) {
-  // Every rank's (colour, key), passed round a ring: n-1 steps of one entry.
-  const int n = size();
-  std::vector<int64_t> entries(static_cast<size_t>(2 * n), 0);
-  entries[static_cast<size_t>(2 * rank_)] = color;
-  entries[static_cast<size_t>(2 * rank_ + 1)] = key;
-  constexpr int kSplitTag = 0x7e7d;
-  for (int step = 0; step < n - 1; ++step) {
-    const int sendIndex = (rank_ - step + n) % n;
-    const int recvIndex = (rank_ - step - 1 + n) % n;
-    sendrecv(&entries[static_cast<size_t>(2 * sendIndex)], 2 * sizeof(int64_t), (rank_ + 1) % n,
-             &entries[static_cast<size_t>(2 * recvIndex)], 2 * sizeof(int64_t),
-             (rank_ - 1 + n) % n, kSplitTag);
-  }
-  std::vector<std::pair<int64_t, int>> mine;  // (key, rank) of this colour
-  for (int r = 0; r < n; ++r) {
-    if (entries[static_cast<size_t>(2 * r)] == color) {
-      mine.emplace_back(entries[static_cast<size_t>(2 * r + 1)], r);
-    }
-  }
-  std::sort(mine.begin(), mine.end());
-  std::vector<int> members;
-  for (const auto& [k, r] : mine) members.push_back(members_[static_cast<size_t>(r)]);
-  const uint64_t h = mix64((uint64_t{space_} << 32) ^ mix64(++splits_) ^ mix64(uint64_t(color) + 7));
-  const uint32_t space = 1 + static_cast<uint32_t>(h % 0xfffffeu);  // 1 .. 2^24-2
-  auto child = std::unique_ptr<GlooCommunicator>(new GlooCommunicator(world_, members, space));
+  std::vector<int> members = store_world::splitMembers(*this, members_, color, key);
+  const uint32_t space = store_world::childSpace(space_, ++splits_, color, 1u << 24);
+  auto child = std::unique_ptr<GlooCommunicator>(
+      new GlooCommunicator(world_, std::move(members), space));
   child->setTimeoutMs(timeoutMs());
   return child;
 }
@@ -499,54 +401,9 @@ void GlooCommunicator::pollPeerErrors() {
 }
 
 std::unique_ptr<SharedSegment> GlooCommunicator::allocateShared(size_t slotBytes) {
-  BIGBATCH_REQUIRE(localSize_ == size(), InvalidArgument,
-                   "shared memory on a communicator whose {} ranks span more than one host",
-                   size());
-  slotBytes = (std::max<size_t>(slotBytes, 64) + 63) / 64 * 64;  // no two slots share a line
-  const size_t total = slotBytes * static_cast<size_t>(size());
-  // The first rank names and makes the object; the others open it; once all
-  // report, it is unlinked, so nothing outlives the processes.
-  char name[64] = {};
-  std::snprintf(name, sizeof(name), "/bigbatch-%d-%u-%llu", static_cast<int>(getpid()), space_,
-                static_cast<unsigned long long>(++segments_));
-  std::string problem;
-  uint8_t* base = nullptr;
-  int fd = -1;
-  if (rank_ == 0) {
-    struct statvfs fs {};
-    if (statvfs("/dev/shm", &fs) == 0 && fs.f_bavail * fs.f_frsize < total) {
-      problem = fmt::format("/dev/shm has {} MiB free, the shared phase needs {} MiB (a "
-                            "container's default 64 MiB? start it with a larger --shm-size)",
-                            fs.f_bavail * fs.f_frsize >> 20, total >> 20);
-    } else if ((fd = shm_open(name, O_CREAT | O_EXCL | O_RDWR, 0600)) < 0 ||
-               ftruncate(fd, static_cast<off_t>(total)) != 0 ||
-               (base = mapShared(fd, total)) == nullptr) {
-      problem = fmt::format("making shared memory {} of {} bytes: {}", name, total,
-                            std::strerror(errno));
-    }
-    for (int r = 1; r < size(); ++r) send(name, sizeof(name), r, kShmTag);
-  } else {
-    recv(name, sizeof(name), 0, kShmTag);
-    if ((fd = shm_open(name, O_RDWR, 0600)) < 0 || (base = mapShared(fd, total)) == nullptr) {
-      problem = fmt::format("opening shared memory {}: {}", name, std::strerror(errno));
-    }
-  }
-  if (fd >= 0) close(fd);
-  // Everyone's outcome to everyone (one byte each), then the unlink.
-  std::vector<char> ok(static_cast<size_t>(size()), 0);
-  ok[static_cast<size_t>(rank_)] = problem.empty() ? 1 : 0;
-  for (int r = 0; r < size(); ++r) {
-    if (r == rank_) continue;
-    sendrecv(&ok[static_cast<size_t>(rank_)], 1, r, &ok[static_cast<size_t>(r)], 1, r, kShmTag);
-  }
-  if (rank_ == 0) shm_unlink(name);
-  const auto bad = std::find(ok.begin(), ok.end(), 0);
-  if (bad != ok.end()) {
-    if (base != nullptr) munmap(base, total);
-    BIGBATCH_THROW(IoError, "shared memory for the {} ranks of this host failed on rank {}{}",
-                   size(), bad - ok.begin(), problem.empty() ? "" : ": " + problem);
-  }
-  return std::make_unique<PosixSharedSegment>(base, slotBytes, size());
+  return store_world::allocatePosixShared(
+      *this, slotBytes,
+      fmt::format("/bigbatch-{}-{}-{}", getpid(), space_, ++segments_));
 }
 
 }  // namespace bigbatch

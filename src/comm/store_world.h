@@ -1,0 +1,58 @@
+// What the store-bootstrapped transports (GlooCommunicator, UcxCommunicator)
+// share, so each holds only what its library does differently: meeting in
+// the key-value store (every rank's world size checked, every rank's host
+// name learnt), the host layout of a communicator from those names, the
+// members of a split, the tag space a split's communicator gets, and
+// shared memory for the ranks of one host (POSIX shm).
+//
+// Threading contract: as Communicator's; meet() may run on several threads
+// at once against one store (each its own rank).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bigbatch/comm/communicator.h"
+#include "bigbatch/comm/key_value_store.h"
+
+namespace bigbatch::store_world {
+
+uint64_t mix64(uint64_t x);  // splitmix64's finaliser
+std::string thisHostName();
+
+// Every rank publishes "<size> <host>" under `prefix`rank/<rank> and reads
+// every other's: returns the host of each rank. A rank given another world
+// size ends every rank at once (InvalidArgument naming both values); a rank
+// that never comes is named at the deadline (TimeoutError).
+std::vector<std::string> meet(KeyValueStore& store, int rank, int size, const std::string& prefix,
+                              const std::string& host, std::chrono::milliseconds timeout);
+
+struct HostLayout {
+  int rank = 0;       // this rank in the communicator
+  int color = 0;      // the lowest communicator rank on this rank's host
+  int localRank = 0;  // this rank among those of its host
+  int localSize = 1;
+};
+// `members`: the world rank of each communicator rank; `me`: this world rank.
+HostLayout hostLayout(const std::vector<std::string>& hostOfWorldRank,
+                      const std::vector<int>& members, int me);
+
+// Collective over `comm` (whose ranks are `members` in the world): the world
+// ranks of this rank's new communicator, ordered by (key, rank).
+std::vector<int> splitMembers(Communicator& comm, const std::vector<int>& members, int color,
+                              int key);
+
+// The tag space of the `splitNumber`-th split of a communicator in
+// `parentSpace`, colour `color`: 1 .. spaces-2 (0 and spaces-1 reserved).
+uint32_t childSpace(uint32_t parentSpace, uint64_t splitNumber, int color, uint32_t spaces);
+
+// Collective over a single-host communicator: one slot per rank, zeroed,
+// in a POSIX shared-memory object named `name` (unique on the host) made by
+// rank 0, opened by the others, unlinked once every rank has it.
+std::unique_ptr<SharedSegment> allocatePosixShared(Communicator& comm, size_t slotBytes,
+                                                   const std::string& name);
+
+}  // namespace bigbatch::store_world
