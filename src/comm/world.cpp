@@ -7,6 +7,7 @@
 #include "bigbatch/comm/c10d_store.h"
 #include "bigbatch/comm/gloo_communicator.h"
 #include "bigbatch/comm/mpi_communicator.h"
+#include "bigbatch/comm/ucx_communicator.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/parse_number.h"
 
@@ -102,6 +103,31 @@ TorchrunEnvironment TorchrunEnvironment::fromEnvironment() {
   return env;
 }
 
+std::string storeTransport() {
+  const char* v = std::getenv("BIGBATCH_TRANSPORT");
+  const std::string name = v != nullptr && *v != '\0' ? v : "ucx";
+  BIGBATCH_REQUIRE(name == "ucx" || name == "gloo", InvalidArgument,
+                   "BIGBATCH_TRANSPORT='{}' is not a transport: ucx (the default) or gloo", name);
+  return name;
+}
+
+std::unique_ptr<Communicator> connectOverStore(KeyValueStore& store, int rank, int size,
+                                               const std::string& routeTo,
+                                               std::chrono::milliseconds timeout,
+                                               const std::string& keyPrefix) {
+  if (storeTransport() == "gloo") {
+    GlooOptions options;
+    options.routeTo = routeTo;
+    options.timeout = timeout;
+    options.keyPrefix = keyPrefix;
+    return GlooCommunicator::connect(store, rank, size, options);
+  }
+  UcxOptions options;
+  options.timeout = timeout;
+  options.keyPrefix = keyPrefix;
+  return UcxCommunicator::connect(store, rank, size, options);
+}
+
 std::unique_ptr<Communicator> connectWorld(std::chrono::milliseconds timeout) {
   switch (detectLauncher()) {
     case Launcher::kMpi:
@@ -111,15 +137,12 @@ std::unique_ptr<Communicator> connectWorld(std::chrono::milliseconds timeout) {
       keptStore() = openStore(env, timeout);
       const std::string where = fmt::format("{}:{}", env.masterAddr, env.masterPort);
       std::unique_ptr<KeyValueStore> store = wrapC10dStore(keptStore(), where);
-      GlooOptions options;
-      options.routeTo = env.masterAddr;
-      options.timeout = timeout;
       // The agent's store outlives restarts: each attempt's keys apart, as
       // torch.distributed's own env:// start keeps them.
-      options.keyPrefix = env.agentStore
-                              ? fmt::format("/worker/attempt_{}/bigbatch/", env.restartCount)
-                              : "bigbatch/";
-      return GlooCommunicator::connect(*store, env.rank, env.worldSize, options);
+      const std::string prefix = env.agentStore
+                                     ? fmt::format("/worker/attempt_{}/bigbatch/", env.restartCount)
+                                     : "bigbatch/";
+      return connectOverStore(*store, env.rank, env.worldSize, env.masterAddr, timeout, prefix);
     }
     case Launcher::kNone:
       break;

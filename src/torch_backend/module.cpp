@@ -14,8 +14,8 @@
 #include <string>
 
 #include "bigbatch/comm/c10d_store.h"
-#include "bigbatch/comm/gloo_communicator.h"
 #include "bigbatch/comm/mpi_communicator.h"
+#include "bigbatch/comm/world.h"
 #include "bigbatch/common/error.h"
 #include "process_group_bigbatch.h"
 
@@ -58,7 +58,8 @@ c10::intrusive_ptr<ProcessGroupBigbatch> createGroup(
                    "one group (the default one); destroy it first, or use backend \"gloo\" for "
                    "another");
   // MPI's world under mpirun or srun; otherwise (torchrun, or any env://
-  // start) Gloo's TCP transport over the store torch.distributed made.
+  // start) UCX or Gloo (BIGBATCH_TRANSPORT) over the store torch.distributed
+  // made (comm/world.h).
   std::unique_ptr<Communicator> world;
   if (MpiCommunicator::launchedByMpi()) {
     world = MpiCommunicator::world();
@@ -72,10 +73,7 @@ c10::intrusive_ptr<ProcessGroupBigbatch> createGroup(
                                   ? fmt::format("{}:{}", addr, port)
                                   : std::string("torch.distributed's store");
     const std::unique_ptr<KeyValueStore> kv = wrapC10dStore(store, where);
-    GlooOptions options;
-    options.routeTo = addr != nullptr ? addr : "";
-    options.timeout = timeoutFor(timeout);
-    world = GlooCommunicator::connect(*kv, rank, size, options);
+    world = connectOverStore(*kv, rank, size, addr != nullptr ? addr : "", timeoutFor(timeout));
   }
   BIGBATCH_REQUIRE(size == world->size(), InvalidArgument,
                    "a bigbatch process group of {} rank(s) in a job of {}: the bigbatch backend "
@@ -172,8 +170,8 @@ void bindProcessFunctions(py::module& m) {
          std::chrono::milliseconds timeout) { return createGroup(store, rank, size, timeout); },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
       "The backend's creator (torch.distributed.Backend.register_backend): the group over "
-      "MPI's world under an MPI launch, else over Gloo's TCP transport rendezvoused "
-      "through `store` (torchrun, env://)");
+      "MPI's world under an MPI launch, else over UCX or Gloo (BIGBATCH_TRANSPORT) "
+      "rendezvoused through `store` (torchrun, env://)");
   m.def("launched_by_mpi", &bigbatch::MpiCommunicator::launchedByMpi,
         "whether an MPI launcher (mpirun, or srun with PMI/PMIx) started this process");
   m.def(

@@ -1,7 +1,7 @@
 // The world communicator of a launched job, and the one place that picks its
 // transport: MPI when an MPI launcher (mpirun, or srun with PMI/PMIx) started
-// the process; Gloo's TCP transport bootstrapped by c10d's TCPStore when
-// torchrun did (or anything else that sets RANK, WORLD_SIZE, MASTER_ADDR and
+// the process; UCX (or Gloo's TCP transport) bootstrapped by c10d's TCPStore
+// when torchrun did (or anything else that sets RANK, WORLD_SIZE, MASTER_ADDR and
 // MASTER_PORT: a Kubernetes PyTorchJob, a hand-written launcher).
 //
 // Under torchrun the store is found as torch.distributed's env:// start
@@ -18,6 +18,7 @@
 #include <string>
 
 #include "bigbatch/comm/communicator.h"
+#include "bigbatch/comm/key_value_store.h"
 
 namespace bigbatch {
 
@@ -38,6 +39,19 @@ struct TorchrunEnvironment {
 
   static TorchrunEnvironment fromEnvironment();
 };
+
+// The world of `size` ranks that meet through `store` (torchrun's, or the
+// one torch.distributed hands a backend), on the transport BIGBATCH_TRANSPORT
+// names: "ucx" (the default: it progresses in the calling thread, as MPI
+// does) or "gloo" (Gloo's TCP transport, as PyTorch's gloo backend).
+// `routeTo` (MASTER_ADDR) picks Gloo's interface; keys live under
+// `keyPrefix`.
+std::unique_ptr<Communicator> connectOverStore(KeyValueStore& store, int rank, int size,
+                                               const std::string& routeTo,
+                                               std::chrono::milliseconds timeout,
+                                               const std::string& keyPrefix = "bigbatch/");
+// The transport BIGBATCH_TRANSPORT names, checked ("ucx" when unset).
+std::string storeTransport();
 
 // The world for this process's launcher; InvalidArgument when none started it.
 // `timeout` bounds the rendezvous (the store, every rank's arrival).

@@ -1,8 +1,10 @@
-// GlooCommunicator, its ranks as threads of this process over loopback TCP
-// and an in-memory store: the Communicator contract (sizes, tags, splits,
-// shared memory, deadlines, error notices, a peer that goes away) and
-// bigbatch's allreduce algorithms on top, exact.
+// The store-bootstrapped transports (GlooCommunicator, UcxCommunicator),
+// each rank a thread of this process, an in-memory store between them: the
+// Communicator contract (sizes, tags, splits, shared memory, deadlines,
+// error notices, a peer that goes away) and bigbatch's allreduce
+// algorithms on top, exact. Every case runs on both transports.
 #include "bigbatch/comm/gloo_communicator.h"
+#include "bigbatch/comm/ucx_communicator.h"
 
 #include <gtest/gtest.h>
 
@@ -25,42 +27,77 @@ namespace {
 
 using std::chrono::milliseconds;
 
-GlooOptions options(int rank, int ranksPerHost, milliseconds timeout = milliseconds(30000)) {
+using Connect = std::function<std::unique_ptr<Communicator>(KeyValueStore&, int rank, int size,
+                                                             int ranksPerHost, milliseconds)>;
+
+std::string hostOf(int rank, int ranksPerHost) {
+  return "host" + std::to_string(ranksPerHost > 0 ? rank / ranksPerHost : 0);
+}
+
+std::unique_ptr<Communicator> connectGloo(KeyValueStore& store, int rank, int size,
+                                          int ranksPerHost, milliseconds timeout) {
   GlooOptions o;
   o.listenAddress = "127.0.0.1";
   o.timeout = timeout;
-  o.hostName = "host" + std::to_string(ranksPerHost > 0 ? rank / ranksPerHost : 0);
-  return o;
+  o.hostName = hostOf(rank, ranksPerHost);
+  return GlooCommunicator::connect(store, rank, size, o);
 }
 
-// Runs fn on n ranks (threads); returns each rank's error ("" if none).
-std::vector<std::string> runRanks(int n, const std::function<void(GlooCommunicator&)>& fn,
-                                  int ranksPerHost = 0) {
-  InMemoryStore store;
-  std::vector<std::string> errors(static_cast<size_t>(n));
-  std::vector<std::thread> threads;
-  for (int r = 0; r < n; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        auto comm = GlooCommunicator::connect(store, r, n, options(r, ranksPerHost));
-        fn(*comm);
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  return errors;
+std::unique_ptr<Communicator> connectUcx(KeyValueStore& store, int rank, int size,
+                                         int ranksPerHost, milliseconds timeout) {
+  UcxOptions o;
+  o.timeout = timeout;
+  o.hostName = hostOf(rank, ranksPerHost);
+  return UcxCommunicator::connect(store, rank, size, o);
 }
+
+struct Transport {
+  std::string name;
+  Connect connect;
+};
+
+bool isBroken(Communicator& comm) {
+  if (auto* g = dynamic_cast<GlooCommunicator*>(&comm)) return g->broken();
+  return dynamic_cast<UcxCommunicator&>(comm).broken();
+}
+
+class StoreCommunicator : public ::testing::TestWithParam<Transport> {
+ protected:
+  std::unique_ptr<Communicator> connect(KeyValueStore& store, int rank, int size,
+                                        int ranksPerHost = 0,
+                                        milliseconds timeout = milliseconds(30000)) {
+    return GetParam().connect(store, rank, size, ranksPerHost, timeout);
+  }
+
+  // Runs fn on n ranks (threads); returns each rank's error ("" if none).
+  std::vector<std::string> runRanks(int n, const std::function<void(Communicator&)>& fn,
+                                    int ranksPerHost = 0) {
+    InMemoryStore store;
+    std::vector<std::string> errors(static_cast<size_t>(n));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < n; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          auto comm = connect(store, r, n, ranksPerHost);
+          fn(*comm);
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(r)] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    return errors;
+  }
+};
 
 void expectNoErrors(const std::vector<std::string>& errors) {
   for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
 }
 
-TEST(GlooCommunicator, RingOfMessagesOfEverySize) {
-  expectNoErrors(runRanks(3, [](GlooCommunicator& comm) {
+TEST_P(StoreCommunicator, RingOfMessagesOfEverySize) {
+  expectNoErrors(runRanks(3, [](Communicator& comm) {
     EXPECT_EQ(comm.size(), 3);
-    EXPECT_EQ(comm.transportName(), "Gloo TCP");
+    EXPECT_EQ(comm.transportName(), GetParam().name == "gloo" ? "Gloo TCP" : "UCX");
     const int next = (comm.rank() + 1) % 3, prev = (comm.rank() + 2) % 3;
     for (size_t bytes : {size_t{0}, size_t{1}, size_t{4096}, size_t{8 << 20}}) {
       std::vector<uint8_t> out(bytes), in(bytes, 0);
@@ -73,8 +110,8 @@ TEST(GlooCommunicator, RingOfMessagesOfEverySize) {
   }));
 }
 
-TEST(GlooCommunicator, TagsKeepMessagesApart) {
-  expectNoErrors(runRanks(2, [](GlooCommunicator& comm) {
+TEST_P(StoreCommunicator, TagsKeepMessagesApart) {
+  expectNoErrors(runRanks(2, [](Communicator& comm) {
     if (comm.rank() == 0) {
       int a = 1, b = 2;
       auto ra = comm.isend(&a, sizeof(a), 1, 10);
@@ -91,8 +128,8 @@ TEST(GlooCommunicator, TagsKeepMessagesApart) {
   }));
 }
 
-TEST(GlooCommunicator, HostsAndLocalRanksFromHostNames) {
-  expectNoErrors(runRanks(4, [](GlooCommunicator& comm) {
+TEST_P(StoreCommunicator, HostsAndLocalRanksFromHostNames) {
+  expectNoErrors(runRanks(4, [](Communicator& comm) {
     EXPECT_EQ(comm.localSize(), 2);
     EXPECT_EQ(comm.localRank(), comm.rank() % 2);
     EXPECT_EQ(comm.hostComm().size(), 2);
@@ -106,7 +143,7 @@ struct AlgorithmCase {
   int ranks, ranksPerHost;
 };
 
-TEST(GlooCommunicator, EveryAllreduceAlgorithmSumsExactly) {
+TEST_P(StoreCommunicator, EveryAllreduceAlgorithmSumsExactly) {
   for (const AlgorithmCase c : {AlgorithmCase{"ring", 3, 0}, {"halving_doubling", 4, 2},
                                 {"recursive_doubling", 3, 0}, {"shm", 3, 0},
                                 {"hierarchical", 4, 2}, {"auto", 4, 2}}) {
@@ -115,7 +152,7 @@ TEST(GlooCommunicator, EveryAllreduceAlgorithmSumsExactly) {
       for (size_t count : {size_t{1}, size_t{1000}, size_t{(1u << 20) + 3}}) {
         std::mutex m;
         std::vector<std::string> wrong;
-        expectNoErrors(runRanks(c.ranks, [&](GlooCommunicator& comm) {
+        expectNoErrors(runRanks(c.ranks, [&](Communicator& comm) {
           auto buf = exact::makeInput(type, count, comm.rank());
           algo->run(comm, buf.data(), count, type);
           std::string first;
@@ -131,9 +168,9 @@ TEST(GlooCommunicator, EveryAllreduceAlgorithmSumsExactly) {
   }
 }
 
-TEST(GlooCommunicator, AllreduceOfDisagreeingSizesFailsOnEveryRank) {
+TEST_P(StoreCommunicator, AllreduceOfDisagreeingSizesFailsOnEveryRank) {
   auto algo = makeAllreduce("ring");
-  const auto errors = runRanks(3, [&](GlooCommunicator& comm) {
+  const auto errors = runRanks(3, [&](Communicator& comm) {
     const size_t count = comm.rank() == 1 ? 10 : 12;
     std::vector<float> buf(count, 1.f);
     algo->run(comm, buf.data(), count, DataType::kFloat32);
@@ -141,8 +178,8 @@ TEST(GlooCommunicator, AllreduceOfDisagreeingSizesFailsOnEveryRank) {
   for (const std::string& e : errors) EXPECT_NE(e.find("count"), std::string::npos) << e;
 }
 
-TEST(GlooCommunicator, SplitGroupsAreIndependent) {
-  expectNoErrors(runRanks(4, [](GlooCommunicator& comm) {
+TEST_P(StoreCommunicator, SplitGroupsAreIndependent) {
+  expectNoErrors(runRanks(4, [](Communicator& comm) {
     auto half = comm.split(comm.rank() % 2, -comm.rank());  // key reverses the order
     ASSERT_EQ(half->size(), 2);
     EXPECT_EQ(half->rank(), comm.rank() < 2 ? 1 : 0);
@@ -176,8 +213,8 @@ int bigbatchShmObjects() {
   return count;
 }
 
-TEST(GlooCommunicator, SharedSegmentSeenByEveryRankAndUnlinked) {
-  expectNoErrors(runRanks(3, [](GlooCommunicator& comm) {
+TEST_P(StoreCommunicator, SharedSegmentSeenByEveryRankAndUnlinked) {
+  expectNoErrors(runRanks(3, [](Communicator& comm) {
     SharedSegment& seg = comm.hostComm().sharedSegment("test", 100);
     EXPECT_GE(seg.slotBytes(), 100u);
     for (int r = 0; r < 3; ++r) EXPECT_EQ(seg.slot(r)[0], 0) << "slots start zeroed";
@@ -189,15 +226,14 @@ TEST(GlooCommunicator, SharedSegmentSeenByEveryRankAndUnlinked) {
   }));
 }
 
-TEST(GlooCommunicator, DisagreeingWorldSizesRefusedOnEveryRank) {
+TEST_P(StoreCommunicator, DisagreeingWorldSizesRefusedOnEveryRank) {
   InMemoryStore store;
   std::vector<std::string> errors(3);
   std::vector<std::thread> threads;
   for (int r = 0; r < 3; ++r) {
     threads.emplace_back([&, r] {
       try {
-        GlooCommunicator::connect(store, r, r == 1 ? 2 : 3,
-                                  options(r, 0));
+        connect(store, r, r == 1 ? 2 : 3);
       } catch (const InvalidArgument& e) {
         errors[static_cast<size_t>(r)] = e.what();
       } catch (const std::exception& e) {
@@ -212,19 +248,19 @@ TEST(GlooCommunicator, DisagreeingWorldSizesRefusedOnEveryRank) {
   }
 }
 
-TEST(GlooCommunicator, MissingRankNamedAtTheDeadline) {
+TEST_P(StoreCommunicator, MissingRankNamedAtTheDeadline) {
   InMemoryStore store;
   try {
-    GlooCommunicator::connect(store, 0, 2, options(0, 0, milliseconds(300)));
+    connect(store, 0, 2, 0, milliseconds(300));
     FAIL() << "connected without rank 1";
   } catch (const TimeoutError& e) {
     EXPECT_NE(std::string(e.what()).find("rank 1 did not reach"), std::string::npos) << e.what();
   }
 }
 
-TEST(GlooCommunicator, DeadlineNamesThePeerAndBreaksTheCommunicator) {
+TEST_P(StoreCommunicator, DeadlineNamesThePeerAndBreaksTheCommunicator) {
   std::atomic<bool> rank0Done{false};
-  const auto errors = runRanks(2, [&](GlooCommunicator& comm) {
+  const auto errors = runRanks(2, [&](Communicator& comm) {
     if (comm.rank() == 1) {
       while (!rank0Done) std::this_thread::sleep_for(milliseconds(1));
       return;
@@ -235,7 +271,7 @@ TEST(GlooCommunicator, DeadlineNamesThePeerAndBreaksTheCommunicator) {
       comm.recv(&v, sizeof(v), 1, 7);
     } catch (const TimeoutError& e) {
       EXPECT_NE(std::string(e.what()).find("rank 1 did not send"), std::string::npos) << e.what();
-      EXPECT_TRUE(comm.broken());
+      EXPECT_TRUE(isBroken(comm));
       rank0Done = true;
       return;
     }
@@ -245,23 +281,35 @@ TEST(GlooCommunicator, DeadlineNamesThePeerAndBreaksTheCommunicator) {
   expectNoErrors(errors);
 }
 
-TEST(GlooCommunicator, SizeDisagreementIsATimeoutNotACrash) {
-  std::atomic<bool> rank1Done{false};
-  expectNoErrors(runRanks(2, [&](GlooCommunicator& comm) {
-    comm.setTimeoutMs(300);
-    std::vector<char> buf(16, 'x');
-    if (comm.rank() == 0) {
-      auto r = comm.isend(buf.data(), 8, 1, 4);  // never matched: left pending
-      while (!rank1Done) std::this_thread::sleep_for(milliseconds(1));
-      return;
-    }
-    EXPECT_THROW(comm.recv(buf.data(), 16, 0, 4), TimeoutError);
-    rank1Done = true;
-  }));
+// Gloo cannot tell a receive of another size (its slot carries a hash of the
+// size, so the two never match: a TimeoutError); UCX can (MismatchError).
+// Neither crashes, whichever side is longer.
+TEST_P(StoreCommunicator, SizeDisagreementIsAnErrorNotACrash) {
+  for (size_t sent : {size_t{8}, size_t{32}}) {
+    std::atomic<bool> receiverDone{false};
+    std::string error;
+    expectNoErrors(runRanks(2, [&](Communicator& comm) {
+      comm.setTimeoutMs(300);
+      std::vector<char> buf(32, 'x');
+      if (comm.rank() == 0) {
+        auto r = comm.isend(buf.data(), sent, 1, 4);
+        while (!receiverDone) std::this_thread::sleep_for(milliseconds(1));
+        return;
+      }
+      try {
+        comm.recv(buf.data(), 16, 0, 4);
+      } catch (const Error& e) {
+        error = e.what();
+      }
+      receiverDone = true;
+    }));
+    const char* expected = GetParam().name == "gloo" ? "did not send to this rank" : "expected";
+    EXPECT_NE(error.find(expected), std::string::npos) << "sent " << sent << ": " << error;
+  }
 }
 
-TEST(GlooCommunicator, ErrorNoticeEndsAPeersWait) {
-  const auto errors = runRanks(3, [](GlooCommunicator& comm) {
+TEST_P(StoreCommunicator, ErrorNoticeEndsAPeersWait) {
+  const auto errors = runRanks(3, [](Communicator& comm) {
     if (comm.rank() == 2) {
       comm.postError("the loss is NaN at step 7");
       return;
@@ -277,27 +325,45 @@ TEST(GlooCommunicator, ErrorNoticeEndsAPeersWait) {
   EXPECT_EQ(errors[2], "");
 }
 
-TEST(GlooCommunicator, PeerThatGoesAwayIsAPeerError) {
+// A peer whose communicator is destroyed: Gloo sees its connections close
+// (PeerError at once). UCX between two workers of one process talks over
+// shared memory, where only its keep-alive would notice; the deadline names
+// the peer instead (a rank that dies under torchrun is ended by its agent,
+// and across hosts TCP's reset reaches UCX as it does Gloo).
+TEST_P(StoreCommunicator, PeerThatGoesAwayIsNamed) {
   InMemoryStore store;
   std::string error;
   std::thread leaver([&] {
-    auto comm = GlooCommunicator::connect(store, 1, 2, options(1, 0));
+    auto comm = connect(store, 1, 2);
     comm->barrier();
   });  // its communicator, and so its connections, go with the thread
   try {
-    auto comm = GlooCommunicator::connect(store, 0, 2, options(0, 0));
+    auto comm = connect(store, 0, 2);
     comm->barrier();
     leaver.join();
+    comm->setTimeoutMs(1000);
     int v = 0;
     comm->recv(&v, sizeof(v), 1, 2);
   } catch (const PeerError& e) {
     error = e.what();
+  } catch (const TimeoutError& e) {
+    error = (GetParam().name == "ucx" ? "" : "wrong type: ") + std::string(e.what());
   } catch (const std::exception& e) {
     error = std::string("wrong type: ") + e.what();
   }
   if (leaver.joinable()) leaver.join();
-  EXPECT_NE(error.find("connection to rank 1 failed"), std::string::npos) << error;
+  EXPECT_EQ(error.find("wrong type"), std::string::npos) << error;
+  EXPECT_TRUE(error.find("connection to rank 1 failed") != std::string::npos ||
+              error.find("rank 1 did not send") != std::string::npos)
+      << error;
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, StoreCommunicator,
+                         ::testing::Values(Transport{"gloo", connectGloo},
+                                           Transport{"ucx", connectUcx}),
+                         [](const ::testing::TestParamInfo<Transport>& info) {
+                           return info.param.name;
+                         });
 
 }  // namespace
 }  // namespace bigbatch

@@ -1,0 +1,89 @@
+// UcxCommunicator: a Communicator over UCX's tag-matching API (UCP; Debian's
+// libucx: TCP between hosts, shared memory within one), bootstrapped by a
+// key-value store like GlooCommunicator. The second store-bootstrapped
+// transport, and the one torchrun starts use by default: UCX progresses
+// in the calling thread, as MPI does, so a small message costs no thread
+// hand-offs (Gloo's TCP transport moves bytes on a thread of its own, and
+// each message waits for a wake-up: docs/BENCHMARKS.md, "Without MPI").
+//
+// How the Communicator contract maps onto UCP:
+//  - One UCP context, worker and endpoint per peer for the world; a split's
+//    communicator shares them and sends in a tag space of its own. The
+//    64-bit tag is [space: 20 bits][source world rank: 28][tag: 16], matched
+//    in full, so a receive takes only its peer's message with its tag.
+//  - Sizes: a longer message fails the receive (UCS_ERR_MESSAGE_TRUNCATED)
+//    and a shorter one is seen by its length: MismatchError either way.
+//  - Deadlines: waits poll ucp_worker_progress against timeoutMs(); a
+//    deadline cancels the request and raises TimeoutError naming the peer.
+//  - Error notices (postError): a message in space 0 with a reserved tag;
+//    waits probe for it (ucp_tag_probe_nb) every 64 unsuccessful polls and
+//    raise MismatchError carrying it.
+//  - A peer that exits: endpoints use UCP_ERR_HANDLING_MODE_PEER, so its
+//    requests fail with UCX's status, raised as PeerError.
+//  - Shared memory for the ranks of one host: POSIX shm (store_world).
+//
+// Threading contract: as Communicator's — one thread at a time for the
+// whole world (the worker is UCS_THREAD_MODE_SERIALIZED): a split's
+// communicator is used by the same thread as its parent, or serialised
+// with it by the caller.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "bigbatch/comm/communicator.h"
+#include "bigbatch/comm/key_value_store.h"
+
+namespace bigbatch {
+
+struct UcxOptions {
+  std::chrono::milliseconds timeout{60000};  // the rendezvous, and waits until setTimeoutMs
+  std::string keyPrefix = "bigbatch/";        // this world's keys in the store
+  std::string hostName;                       // groups ranks into hosts; empty: gethostname()
+};
+
+class UcxCommunicator : public Communicator {
+ public:
+  // Collective over `size` ranks sharing `store`: the world size checked on
+  // every rank, worker addresses exchanged, every endpoint made and proved
+  // by a barrier.
+  static std::unique_ptr<UcxCommunicator> connect(KeyValueStore& store, int rank, int size,
+                                                  const UcxOptions& options);
+
+  ~UcxCommunicator() override;
+  UcxCommunicator(const UcxCommunicator&) = delete;
+  UcxCommunicator& operator=(const UcxCommunicator&) = delete;
+
+  int rank() const override { return rank_; }
+  int size() const override { return static_cast<int>(members_.size()); }
+  int localRank() const override { return localRank_; }
+  int localSize() const override { return localSize_; }
+  std::string transportName() const override { return "UCX"; }
+
+  std::unique_ptr<Request> isend(const void* data, size_t bytes, int peer, int tag) override;
+  std::unique_ptr<Request> irecv(void* data, size_t bytes, int peer, int tag) override;
+  std::unique_ptr<Communicator> split(int color, int key) override;
+  void postError(const std::string& message) override;
+  void pollPeerErrors() override;
+  bool broken() const;
+
+  struct World;  // the UCP context, worker and endpoints its communicators share
+
+ protected:
+  int hostColor() override { return hostColor_; }
+  std::unique_ptr<SharedSegment> allocateShared(size_t slotBytes) override;
+
+ private:
+  UcxCommunicator(std::shared_ptr<World> world, std::vector<int> members, uint32_t space);
+  int worldRankOf(int peer) const;
+
+  std::shared_ptr<World> world_;
+  std::vector<int> members_;  // world rank of each rank of this communicator
+  uint32_t space_;
+  int rank_ = 0, localRank_ = 0, localSize_ = 1, hostColor_ = 0;
+  uint64_t splits_ = 0, segments_ = 0;
+};
+
+}  // namespace bigbatch

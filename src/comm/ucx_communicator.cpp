@@ -1,0 +1,348 @@
+#include "bigbatch/comm/ucx_communicator.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <deque>
+
+#include <ucp/api/ucp.h>
+
+#include "bigbatch/comm/peer_wait.h"
+#include "bigbatch/common/error.h"
+#include "store_world.h"
+
+namespace bigbatch {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using std::chrono::milliseconds;
+
+constexpr uint32_t kSpaces = 1u << 20;
+constexpr uint32_t kWorldSpace = 1;
+constexpr int kErrorTag = 0xffff;
+constexpr size_t kErrorBytes = 4096;
+constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
+// Space and tag, any source: what an error notice is probed by.
+constexpr ucp_tag_t kNoticeMask = (ucp_tag_t{kSpaces - 1} << 44) | 0xffffu;
+constexpr milliseconds kNoticeGrace{2000};
+
+ucp_tag_t tagOf(uint32_t space, int worldRank, int tag) {
+  return (ucp_tag_t{space} << 44) | (ucp_tag_t(uint32_t(worldRank) & 0xfffffffu) << 16) |
+         ucp_tag_t(uint32_t(tag) & 0xffffu);
+}
+int sourceOf(ucp_tag_t tag) { return static_cast<int>((tag >> 16) & 0xfffffffu); }
+
+void checkUcs(ucs_status_t status, const char* call) {
+  BIGBATCH_REQUIRE(status == UCS_OK, IoError, "{} failed: {}", call, ucs_status_string(status));
+}
+
+ucp_request_param_t contiguousBytes() {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
+  p.datatype = ucp_dt_make_contig(1);
+  return p;
+}
+
+}  // namespace
+
+struct UcxCommunicator::World {
+  ucp_context_h context = nullptr;
+  ucp_worker_h worker = nullptr;
+  std::vector<ucp_ep_h> endpoints;  // by world rank; none to this rank
+  std::vector<std::string> hosts;   // by world rank
+  std::vector<ucs_status_t> peerStatus;  // by world rank: set by the error handler
+  int rank = 0;
+  bool broken = false;
+  std::deque<std::string> notices;
+  std::vector<void*> noticeRequests;
+
+  ~World() {
+    // Notices this rank posted leave before the endpoints close (their
+    // peers are always ready to take them): a bounded grace.
+    const auto until = Clock::now() + kNoticeGrace;
+    for (void* r : noticeRequests) {
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) {
+        ucp_worker_progress(worker);
+      }
+      ucp_request_free(r);
+    }
+    // Close every endpoint, flushing it unless the world failed (then at
+    // once): the peers' sends to this rank end, not hang.
+    std::vector<void*> closing;
+    ucp_request_param_t p{};
+    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    p.flags = broken ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+    for (ucp_ep_h ep : endpoints) {
+      if (ep == nullptr) continue;
+      ucs_status_ptr_t s = ucp_ep_close_nbx(ep, &p);
+      if (s != nullptr && !UCS_PTR_IS_ERR(s)) closing.push_back(s);
+    }
+    const auto closeUntil = Clock::now() + kNoticeGrace;
+    for (void* r : closing) {
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < closeUntil) {
+        ucp_worker_progress(worker);
+      }
+      ucp_request_free(r);
+    }
+    if (worker != nullptr) ucp_worker_destroy(worker);
+    if (context != nullptr) ucp_cleanup(context);
+  }
+
+  // Raises the first error notice waiting for this rank, if any.
+  void throwNotice() {
+    ucp_tag_recv_info_t info{};
+    ucp_tag_message_h msg =
+        ucp_tag_probe_nb(worker, tagOf(0, 0, kErrorTag), kNoticeMask, /*remove=*/1, &info);
+    if (msg == nullptr) return;
+    std::string text(info.length, '\0');
+    ucp_request_param_t p = contiguousBytes();
+    ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker, text.data(), text.size(), msg, &p);
+    if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
+      const auto until = Clock::now() + kNoticeGrace;
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) {
+        ucp_worker_progress(worker);
+      }
+      ucp_request_free(r);
+    }
+    broken = true;
+    text.resize(std::min(text.size(), std::strlen(text.c_str())));
+    BIGBATCH_THROW(MismatchError, "rank {} failed: {}", sourceOf(info.sender_tag), text);
+  }
+};
+
+namespace {
+
+void onPeerError(void* arg, ucp_ep_h ep, ucs_status_t status) {
+  auto* world = static_cast<UcxCommunicator::World*>(arg);
+  for (size_t r = 0; r < world->endpoints.size(); ++r) {
+    if (world->endpoints[r] == ep && world->peerStatus[r] == UCS_OK) world->peerStatus[r] = status;
+  }
+  world->broken = true;
+}
+
+class UcxRequest : public Request {
+ public:
+  UcxRequest(std::shared_ptr<UcxCommunicator::World> world, UcxCommunicator* comm, size_t bytes,
+             int peer, int tag, bool isRecv)
+      : world_(std::move(world)), comm_(comm), bytes_(bytes), peer_(peer), tag_(tag),
+        isRecv_(isRecv) {}
+
+  // The operation's request (nullptr: a send that completed at once).
+  void start(ucs_status_ptr_t request) { request_ = request; }
+
+  ~UcxRequest() override {
+    if (request_ != nullptr) {  // abandoned after an error: UCX must not write into freed memory
+      ucp_request_cancel(world_->worker, request_);
+      ucp_request_free(request_);
+    }
+  }
+
+  void wait() override {
+    if (request_ == nullptr) return;
+    const auto deadline = Clock::now() + milliseconds(comm_->timeoutMs());
+    PeerWait idle;
+    ucp_tag_recv_info_t info{};
+    ucs_status_t status = UCS_INPROGRESS;
+    for (;;) {
+      ucp_worker_progress(world_->worker);
+      status = isRecv_ ? ucp_tag_recv_request_test(request_, &info)
+                       : ucp_request_check_status(request_);
+      if (status != UCS_INPROGRESS) break;
+      if ((idle.polls() & 63) == 63) {
+        world_->throwNotice();
+        if (Clock::now() > deadline) {
+          world_->broken = true;
+          BIGBATCH_THROW(TimeoutError,
+                         "rank {} did not {} (tag {}, {} bytes) within {} ms; the peer may have "
+                         "failed, hung, or called another collective",
+                         peer_, isRecv_ ? "send to this rank" : "receive from this rank", tag_,
+                         bytes_, comm_->timeoutMs());
+        }
+      }
+      idle.idle();
+    }
+    ucp_request_free(request_);
+    request_ = nullptr;
+    if (status == UCS_OK && (!isRecv_ || info.length == bytes_)) return;
+    world_->broken = true;
+    if (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED) throwSizeMismatch(status, info.length);
+    world_->throwNotice();  // a peer that said why it failed, then left
+    BIGBATCH_THROW(PeerError, "the connection to rank {} failed while this rank waited to {} "
+                   "(tag {}, {} bytes): {}",
+                   peer_, isRecv_ ? "receive from it" : "send to it", tag_, bytes_,
+                   ucs_status_string(status));
+  }
+
+ private:
+  [[noreturn]] void throwSizeMismatch(ucs_status_t status, size_t length) const {
+    BIGBATCH_THROW(MismatchError,
+                   "message from rank {} (tag {}) {} than the {} bytes this rank expected: the "
+                   "ranks called the collective with different sizes or types",
+                   peer_, tag_,
+                   status == UCS_OK ? fmt::format("holds {} bytes, fewer", length)
+                                    : std::string("is larger"),
+                   bytes_);
+  }
+
+  std::shared_ptr<UcxCommunicator::World> world_;
+  UcxCommunicator* comm_;
+  ucs_status_ptr_t request_ = nullptr;
+  size_t bytes_;
+  int peer_, tag_;
+  bool isRecv_;
+};
+
+}  // namespace
+
+std::unique_ptr<UcxCommunicator> UcxCommunicator::connect(KeyValueStore& store, int rank, int size,
+                                                          const UcxOptions& o) {
+  auto world = std::make_shared<World>();
+  world->rank = rank;
+  world->hosts = store_world::meet(store, rank, size, o.keyPrefix,
+                                   o.hostName.empty() ? store_world::thisHostName() : o.hostName,
+                                   o.timeout);
+  world->peerStatus.assign(static_cast<size_t>(size), UCS_OK);
+  world->endpoints.assign(static_cast<size_t>(size), nullptr);
+
+  ucp_config_t* config = nullptr;
+  checkUcs(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_ESTIMATED_NUM_EPS;
+  params.features = UCP_FEATURE_TAG;
+  params.estimated_num_eps = static_cast<size_t>(size);
+  const ucs_status_t initStatus = ucp_init(&params, config, &world->context);
+  ucp_config_release(config);
+  checkUcs(initStatus, "ucp_init");
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+  checkUcs(ucp_worker_create(world->context, &wp, &world->worker), "ucp_worker_create");
+
+  ucp_address_t* address = nullptr;
+  size_t addressBytes = 0;
+  checkUcs(ucp_worker_get_address(world->worker, &address, &addressBytes), "ucp_worker_get_address");
+  store.set(o.keyPrefix + "ucx/" + std::to_string(rank),
+            std::string(reinterpret_cast<const char*>(address), addressBytes));
+  ucp_worker_release_address(world->worker, address);
+  for (int r = 0; r < size; ++r) {
+    if (r == rank) continue;
+    const std::string theirs = store.get(o.keyPrefix + "ucx/" + std::to_string(r), o.timeout);
+    ucp_ep_params_t ep{};
+    ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                    UCP_EP_PARAM_FIELD_ERR_HANDLER;
+    ep.address = reinterpret_cast<const ucp_address_t*>(theirs.data());
+    ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+    ep.err_handler.cb = onPeerError;
+    ep.err_handler.arg = world.get();
+    checkUcs(ucp_ep_create(world->worker, &ep, &world->endpoints[static_cast<size_t>(r)]),
+             "ucp_ep_create");
+  }
+  std::vector<int> members(static_cast<size_t>(size));
+  for (int r = 0; r < size; ++r) members[static_cast<size_t>(r)] = r;
+  auto comm = std::unique_ptr<UcxCommunicator>(
+      new UcxCommunicator(std::move(world), std::move(members), kWorldSpace));
+  comm->setTimeoutMs(o.timeout.count());
+  setErrorRank(rank);
+  comm->barrier();  // every endpoint wired up, or the failure named now
+  return comm;
+}
+
+UcxCommunicator::UcxCommunicator(std::shared_ptr<World> world, std::vector<int> members,
+                                 uint32_t space)
+    : world_(std::move(world)), members_(std::move(members)), space_(space) {
+  const store_world::HostLayout l = store_world::hostLayout(world_->hosts, members_, world_->rank);
+  rank_ = l.rank;
+  hostColor_ = l.color;
+  localRank_ = l.localRank;
+  localSize_ = l.localSize;
+}
+
+UcxCommunicator::~UcxCommunicator() { releaseSharedSegments(); }
+
+bool UcxCommunicator::broken() const { return world_->broken; }
+
+int UcxCommunicator::worldRankOf(int peer) const {
+  BIGBATCH_REQUIRE(peer >= 0 && peer < size() && peer != rank_, InvalidArgument,
+                   "peer {} is not another rank of this communicator of {}", peer, size());
+  BIGBATCH_REQUIRE(world_->peerStatus[static_cast<size_t>(members_[static_cast<size_t>(peer)])] ==
+                       UCS_OK,
+                   PeerError, "the connection to rank {} failed earlier: {}", peer,
+                   ucs_status_string(world_->peerStatus[static_cast<size_t>(
+                       members_[static_cast<size_t>(peer)])]));
+  return members_[static_cast<size_t>(peer)];
+}
+
+std::unique_ptr<Request> UcxCommunicator::isend(const void* data, size_t bytes, int peer, int tag) {
+  BIGBATCH_REQUIRE(tag >= 0 && tag < kErrorTag, InvalidArgument,
+                   "tag {} outside 0 .. 65534, the range UCX tags carry here", tag);
+  const int to = worldRankOf(peer);
+  ucp_request_param_t p = contiguousBytes();
+  ucs_status_ptr_t r = ucp_tag_send_nbx(world_->endpoints[static_cast<size_t>(to)], data, bytes,
+                                        tagOf(space_, world_->rank, tag), &p);
+  if (UCS_PTR_IS_ERR(r)) {
+    world_->broken = true;
+    BIGBATCH_THROW(PeerError, "the connection to rank {} failed before this rank could send to "
+                   "it (tag {}, {} bytes): {}",
+                   peer, tag, bytes, ucs_status_string(UCS_PTR_STATUS(r)));
+  }
+  auto request = std::make_unique<UcxRequest>(world_, this, bytes, peer, tag, false);
+  request->start(r);
+  return request;
+}
+
+std::unique_ptr<Request> UcxCommunicator::irecv(void* data, size_t bytes, int peer, int tag) {
+  BIGBATCH_REQUIRE(tag >= 0 && tag < kErrorTag, InvalidArgument,
+                   "tag {} outside 0 .. 65534, the range UCX tags carry here", tag);
+  const int from = worldRankOf(peer);
+  auto request = std::make_unique<UcxRequest>(world_, this, bytes, peer, tag, true);
+  ucp_request_param_t p = contiguousBytes();
+  // Always a request, so that its test tells the message's length (a
+  // receive completed at once would say nothing of it).
+  p.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  ucs_status_ptr_t r = ucp_tag_recv_nbx(world_->worker, data, bytes, tagOf(space_, from, tag),
+                                        kFullMask, &p);
+  if (UCS_PTR_IS_ERR(r)) {
+    world_->broken = true;
+    BIGBATCH_THROW(PeerError, "the connection to rank {} failed before this rank could receive "
+                   "from it (tag {}, {} bytes): {}",
+                   peer, tag, bytes, ucs_status_string(UCS_PTR_STATUS(r)));
+  }
+  request->start(r);
+  return request;
+}
+
+std::unique_ptr<Communicator> UcxCommunicator::split(int color, int key) {
+  std::vector<int> members = store_world::splitMembers(*this, members_, color, key);
+  const uint32_t space = store_world::childSpace(space_, ++splits_, color, kSpaces);
+  auto child =
+      std::unique_ptr<UcxCommunicator>(new UcxCommunicator(world_, std::move(members), space));
+  child->setTimeoutMs(timeoutMs());
+  return child;
+}
+
+void UcxCommunicator::postError(const std::string& message) {
+  world_->notices.push_back(message.substr(0, kErrorBytes));
+  const std::string& text = world_->notices.back();
+  for (int r = 0; r < size(); ++r) {
+    const int to = members_[static_cast<size_t>(r)];
+    if (r == rank_ || world_->peerStatus[static_cast<size_t>(to)] != UCS_OK) continue;
+    ucp_request_param_t p = contiguousBytes();
+    ucs_status_ptr_t s = ucp_tag_send_nbx(world_->endpoints[static_cast<size_t>(to)], text.data(),
+                                          text.size(), tagOf(0, world_->rank, kErrorTag), &p);
+    if (s != nullptr && !UCS_PTR_IS_ERR(s)) world_->noticeRequests.push_back(s);
+  }
+  ucp_worker_progress(world_->worker);
+}
+
+void UcxCommunicator::pollPeerErrors() {
+  ucp_worker_progress(world_->worker);
+  world_->throwNotice();
+}
+
+std::unique_ptr<SharedSegment> UcxCommunicator::allocateShared(size_t slotBytes) {
+  return store_world::allocatePosixShared(
+      *this, slotBytes, fmt::format("/bigbatch-ucx-{}-{}-{}", getpid(), space_, ++segments_));
+}
+
+}  // namespace bigbatch
