@@ -48,7 +48,7 @@ int runBenchAllreduce(const BenchAllreduceOptions& o) {
   BIGBATCH_REQUIRE(!names.empty(), InvalidArgument, "--algorithms is empty; e.g. auto,shm,mpi");
   for (const auto& name : names) makeAllreduce(name);  // unknown names fail before MPI work
 
-  // The launcher's world (MPI under mpirun or srun, Gloo's TCP under
+  // The launcher's world (MPI under mpirun or srun, UCX or Gloo under
   // torchrun); alone, MPI's world of one.
   std::unique_ptr<Communicator> comm =
       launchedByLauncher() ? connectWorld(std::chrono::milliseconds(o.timeoutMs))

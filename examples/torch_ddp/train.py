@@ -3,13 +3,16 @@
 DataLoader, optimizer and loop — on Fashion-MNIST, run on either backend:
 
     mpirun -np 2 -x PYTHONPATH=build/python /usr/bin/python3 examples/torch_ddp/train.py --backend bigbatch
+    PYTHONPATH=build/python torchrun --nproc_per_node 2 --redirects 2 --tee 2 \
+        examples/torch_ddp/train.py --backend bigbatch
     mpirun -np 2 /usr/bin/python3 examples/torch_ddp/train.py --backend gloo
 
 The bigbatch lines are the two marked "bigbatch" below: the import, and the
 backend's name. Under mpirun, `import bigbatch_torch` sets RANK and
 WORLD_SIZE from MPI's launch and lets init_process_group start without
-MASTER_ADDR; for gloo this script sets them itself (one host: the store on
-127.0.0.1; on several, export MASTER_ADDR).
+MASTER_ADDR; under torchrun the ranks meet through its store and bigbatch
+moves the bytes over UCX. For gloo under mpirun this script sets them
+itself (one host: the store on 127.0.0.1; on several, export MASTER_ADDR).
 
 Rank 0 prints a line per epoch: the training loss (the mean over every
 rank's batches), the test accuracy (the 10,000 test images shared among

@@ -136,12 +136,13 @@ def _mpi_rendezvous(url, timeout=None, **kwargs):
 
 
 def _end_a_failed_job():
-    """At exit after a group failed: end the whole job instead of finalizing
-    MPI, which would wait for peers that may be gone or stopped."""
+    """At exit after a group failed: end the whole job (MPI_Abort under MPI;
+    under torchrun this process exits and the agent ends the others) instead
+    of finalizing, which would wait for peers that may be gone or stopped."""
     failure = _C.process_failure()
     if failure:
         print(f"bigbatch_torch: the process group failed ({failure}); ending every rank "
-              "of the job (MPI_Abort)", file=sys.stderr, flush=True)
+              "of the job", file=sys.stderr, flush=True)
         _C.abort_job(1)
 
 
@@ -168,7 +169,7 @@ def _end_the_job_on_an_uncaught_exception():
         previous(kind, value, traceback)
         if _C.live_groups() > 0 and int(os.environ.get("WORLD_SIZE", "1")) > 1:
             print(f"bigbatch_torch: rank {os.environ.get('RANK', '?')} ended with an uncaught "
-                  f"{kind.__name__}; ending every rank of the job (MPI_Abort)",
+                  f"{kind.__name__}; ending every rank of the job",
                   file=sys.stderr, flush=True)
             _C.abort_job(1)
 

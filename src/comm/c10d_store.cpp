@@ -28,6 +28,7 @@ class C10dStore : public KeyValueStore {
   }
 
   bool check(const std::string& key) override { return store_->check({key}); }
+  int64_t add(const std::string& key, int64_t delta) override { return store_->add(key, delta); }
   std::string describe() const override { return "store at " + where_; }
 
  private:

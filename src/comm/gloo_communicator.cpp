@@ -131,7 +131,15 @@ struct GlooCommunicator::World {
 
   std::mutex mutex;  // guards what follows
   std::condition_variable noticed;
+  // The wait in progress and its deadline. Gloo's own timeout would close
+  // every pair of the context (and with them the error notices this rank
+  // is about to send), so the deadline is kept here: the timer thread
+  // aborts the wait instead.
   gloo::transport::UnboundBuffer* waiting = nullptr;
+  Clock::time_point deadline;
+  bool deadlinePassed = false, stopping = false;
+  std::condition_variable timerWake;
+  std::thread timer;
   bool failed = false, broken = false;
   int failedRank = -1;
   std::string failure;
@@ -140,6 +148,23 @@ struct GlooCommunicator::World {
   std::vector<char> inbox = std::vector<char>(kErrorBytes);
   std::unique_ptr<gloo::transport::UnboundBuffer> inboxBuffer;
   std::thread watcher;
+
+  void startTimer() {
+    timer = std::thread([this] {
+      std::unique_lock<std::mutex> lock(mutex);
+      while (!stopping) {
+        if (waiting == nullptr) {
+          timerWake.wait(lock);
+        } else if (timerWake.wait_until(lock, deadline) == std::cv_status::timeout &&
+                   waiting != nullptr && Clock::now() >= deadline) {
+          deadlinePassed = true;
+          waiting->abortWaitRecv();
+          waiting->abortWaitSend();
+          waiting = nullptr;
+        }
+      }
+    });
+  }
 
   void startWatcher() {
     std::vector<int> others;
@@ -191,11 +216,17 @@ struct GlooCommunicator::World {
         buffer->waitSend(nullptr, std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(
                                                                  until - Clock::now())));
       } catch (const std::exception&) {
-        break;  // that peer is gone, or time is up (the context is closing anyway)
+        // That peer is gone (its pair closed): the others may still take theirs.
       }
     }
     if (inboxBuffer) inboxBuffer->abortWaitRecv();
     if (watcher.joinable()) watcher.join();
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      stopping = true;
+      timerWake.notify_all();
+    }
+    if (timer.joinable()) timer.join();
     inboxBuffer.reset();
     notices.clear();
   }
@@ -212,9 +243,26 @@ class GlooRequest : public Request {
  public:
   GlooRequest(std::shared_ptr<GlooCommunicator::World> world,
               std::unique_ptr<gloo::transport::UnboundBuffer> buffer, int64_t timeoutMs,
-              size_t bytes, int peer, int tag, bool isRecv)
+              size_t bytes, int peer, int worldPeer, int tag, bool isRecv)
       : world_(std::move(world)), buffer_(std::move(buffer)), timeoutMs_(timeoutMs),
-        bytes_(bytes), peer_(peer), tag_(tag), isRecv_(isRecv) {}
+        bytes_(bytes), peer_(peer), worldPeer_(worldPeer), tag_(tag), isRecv_(isRecv) {}
+
+  // Abandoned before it completed (a wait failed, or was never made): Gloo
+  // keeps the operation queued on its pair with only a weak pointer to the
+  // buffer, and would then stall that pair for good (and spin its event
+  // loop). Closing the pair ends that: the peer's next wait on it fails.
+  ~GlooRequest() override {
+    if (done_) return;
+    {
+      std::lock_guard<std::mutex> lock(world_->mutex);
+      world_->broken = true;
+    }
+    try {
+      world_->context->getPair(worldPeer_)->close();
+    } catch (const std::exception&) {
+      // closed already
+    }
+  }
 
   void wait() override {
     if (done_) return;
@@ -222,24 +270,27 @@ class GlooRequest : public Request {
       std::lock_guard<std::mutex> lock(world_->mutex);
       if (world_->failed) world_->throwFailure();
       world_->waiting = buffer_.get();
+      world_->deadline = Clock::now() + milliseconds(timeoutMs_);
+      world_->deadlinePassed = false;
+      world_->timerWake.notify_all();
     }
     bool completed = false;
     std::string failure;
-    bool timedOut = false;
     try {
-      completed = isRecv_ ? buffer_->waitRecv(nullptr, milliseconds(timeoutMs_))
-                          : buffer_->waitSend(nullptr, milliseconds(timeoutMs_));
+      completed = isRecv_ ? buffer_->waitRecv(nullptr, kForever)
+                          : buffer_->waitSend(nullptr, kForever);
     } catch (const std::exception& e) {
       failure = e.what();
-      timedOut = failure.find("Timed out") != std::string::npos;
     }
     std::unique_lock<std::mutex> lock(world_->mutex);
     world_->waiting = nullptr;
+    const bool timedOut = world_->deadlinePassed;
+    world_->deadlinePassed = false;
     if (completed) {
       done_ = true;
       return;
     }
-    if (failure.empty()) world_->throwFailure();  // aborted by an error notice
+    if (world_->failed) world_->throwFailure();  // aborted by an error notice
     if (!timedOut && world_->noticeArrives(lock)) world_->throwFailure();
     world_->broken = true;
     if (timedOut) {
@@ -262,7 +313,7 @@ class GlooRequest : public Request {
   std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
   int64_t timeoutMs_;
   size_t bytes_;
-  int peer_, tag_;
+  int peer_, worldPeer_, tag_;
   bool isRecv_;
   bool done_ = false;
 };
@@ -278,6 +329,21 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::connect(KeyValueStore& store
                                    o.timeout);
 
   const gloo::transport::tcp::attr attr = deviceAttr(o);
+  // Debian maps a host's own name to 127.0.1.1: a MASTER_ADDR that names
+  // this host would have it listen where no other host can reach it.
+  const bool loopback = o.listenAddress.empty() && attr.iface.empty() &&
+                        (attr.hostname.rfind("127.", 0) == 0 ||
+                                               attr.hostname == "::1" ||
+                                               attr.hostname == "localhost");
+  if (loopback && std::any_of(world->hosts.begin(), world->hosts.end(),
+                              [&](const std::string& h) { return h != world->hosts[0]; })) {
+    BIGBATCH_THROW(InvalidArgument,
+                   "Gloo's transport would listen on the loopback address {} (the route to "
+                   "MASTER_ADDR '{}'), which ranks on other hosts cannot reach: set MASTER_ADDR "
+                   "to an address of the network between the hosts, or BIGBATCH_SOCKET_IFNAME "
+                   "to its interface",
+                   attr.hostname, o.routeTo);
+  }
   try {
     world->device = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {
@@ -299,6 +365,7 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::connect(KeyValueStore& store
                    rank, size - 1, world->listen, e.what());
   }
   world->startWatcher();
+  world->startTimer();
   std::vector<int> members(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) members[static_cast<size_t>(r)] = r;
   auto comm = std::unique_ptr<GlooCommunicator>(
@@ -337,7 +404,11 @@ int GlooCommunicator::worldRankOf(int peer) const {
 uint64_t GlooCommunicator::slotFor(int tag, size_t bytes) const {
   BIGBATCH_REQUIRE(tag >= 0 && tag < 0xffff, InvalidArgument,
                    "tag {} outside 0 .. 65534, the range Gloo's slots carry", tag);
-  return (uint64_t{space_} << 40) | (uint64_t(tag) << 24) | (store_world::mix64(bytes) & 0xffffffu);
+  // The byte count itself below 8 MiB (a message of another size has another
+  // slot); above, a flag bit and a 23-bit hash of it, where two sizes may
+  // share a slot (and Gloo would then abort on the longer one).
+  const uint64_t size = bytes < (1u << 23) ? bytes : (1u << 23) | (store_world::mix64(bytes) & 0x7fffffu);
+  return (uint64_t{space_} << 40) | (uint64_t(tag) << 24) | size;
 }
 
 std::unique_ptr<Request> GlooCommunicator::isend(const void* data, size_t bytes, int peer,
@@ -351,8 +422,8 @@ std::unique_ptr<Request> GlooCommunicator::isend(const void* data, size_t bytes,
                    "(tag {}, {} bytes): {}",
                    peer, tag, bytes, e.what());
   }
-  return std::make_unique<GlooRequest>(world_, std::move(buffer), timeoutMs(), bytes, peer, tag,
-                                       false);
+  return std::make_unique<GlooRequest>(world_, std::move(buffer), timeoutMs(), bytes, peer, to,
+                                       tag, false);
 }
 
 std::unique_ptr<Request> GlooCommunicator::irecv(void* data, size_t bytes, int peer, int tag) {
@@ -365,8 +436,8 @@ std::unique_ptr<Request> GlooCommunicator::irecv(void* data, size_t bytes, int p
                    "it (tag {}, {} bytes): {}",
                    peer, tag, bytes, e.what());
   }
-  return std::make_unique<GlooRequest>(world_, std::move(buffer), timeoutMs(), bytes, peer, tag,
-                                       true);
+  return std::make_unique<GlooRequest>(world_, std::move(buffer), timeoutMs(), bytes, peer, from,
+                                       tag, true);
 }
 
 std::unique_ptr<Communicator> GlooCommunicator::split(int color, int key) {

@@ -19,6 +19,14 @@ std::string InMemoryStore::get(const std::string& key, std::chrono::milliseconds
   return values_[key];
 }
 
+int64_t InMemoryStore::add(const std::string& key, int64_t delta) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  const int64_t value = (values_.count(key) ? std::stoll(values_[key]) : 0) + delta;
+  values_[key] = std::to_string(value);
+  changed_.notify_all();
+  return value;
+}
+
 bool InMemoryStore::check(const std::string& key) {
   std::lock_guard<std::mutex> lock(mutex_);
   return values_.count(key) > 0;

@@ -143,7 +143,7 @@ std::vector<int> splitMembers(Communicator& comm, const std::vector<int>& member
 uint32_t childSpace(uint32_t parentSpace, uint64_t splitNumber, int color, uint32_t spaces) {
   const uint64_t h =
       mix64((uint64_t{parentSpace} << 32) ^ mix64(splitNumber) ^ mix64(uint64_t(color) + 7));
-  return 1 + static_cast<uint32_t>(h % (spaces - 2));
+  return 2 + static_cast<uint32_t>(h % (spaces - 3));  // never the world's space (1)
 }
 
 std::unique_ptr<SharedSegment> allocatePosixShared(Communicator& comm, size_t slotBytes,
@@ -153,47 +153,64 @@ std::unique_ptr<SharedSegment> allocatePosixShared(Communicator& comm, size_t sl
                    "shared memory on a communicator whose {} ranks span more than one host", n);
   slotBytes = (std::max<size_t>(slotBytes, 64) + 63) / 64 * 64;  // no two slots share a line
   const size_t total = slotBytes * static_cast<size_t>(n);
-  char shmName[64] = {};
-  std::snprintf(shmName, sizeof(shmName), "%s", name.c_str());
+  // Whatever happens below (a peer that fails mid-way throws out of a send),
+  // this rank's descriptor and mapping go, and the object goes if this rank
+  // made it: nothing outlives the processes.
+  struct Held {
+    char name[96] = {};
+    int fd = -1;
+    uint8_t* base = nullptr;
+    size_t total = 0;
+    bool created = false, kept = false;
+    ~Held() {
+      if (fd >= 0) close(fd);
+      if (base != nullptr && !kept) munmap(base, total);
+      if (created) shm_unlink(name);
+    }
+  } held;
+  held.total = total;
   std::string problem;
-  uint8_t* base = nullptr;
-  int fd = -1;
   if (me == 0) {
+    // A random part too: jobs in containers that share /dev/shm but not a
+    // PID namespace may have the same pids.
+    std::snprintf(held.name, sizeof(held.name), "%s-%08x", name.c_str(),
+                  static_cast<unsigned>(mix64(static_cast<uint64_t>(
+                      Clock::now().time_since_epoch().count())) & 0xffffffffu));
     struct statvfs fs {};
     if (statvfs("/dev/shm", &fs) == 0 && fs.f_bavail * fs.f_frsize < total) {
       problem = fmt::format("/dev/shm has {} MiB free, the shared phase needs {} MiB (a "
                             "container's default 64 MiB? start it with a larger --shm-size)",
                             fs.f_bavail * fs.f_frsize >> 20, total >> 20);
-    } else if ((fd = shm_open(shmName, O_CREAT | O_EXCL | O_RDWR, 0600)) < 0 ||
-               ftruncate(fd, static_cast<off_t>(total)) != 0 ||
-               (base = mapShared(fd, total)) == nullptr) {
-      problem = fmt::format("making shared memory {} of {} bytes: {}", shmName, total,
+    } else if ((held.fd = shm_open(held.name, O_CREAT | O_EXCL | O_RDWR, 0600)) < 0) {
+      problem = fmt::format("making shared memory {}: {}", held.name, std::strerror(errno));
+    } else if (held.created = true; ftruncate(held.fd, static_cast<off_t>(total)) != 0 ||
+                                    (held.base = mapShared(held.fd, total)) == nullptr) {
+      problem = fmt::format("sizing shared memory {} to {} bytes: {}", held.name, total,
                             std::strerror(errno));
     }
-    for (int r = 1; r < n; ++r) comm.send(shmName, sizeof(shmName), r, kShmTag);
+    for (int r = 1; r < n; ++r) comm.send(held.name, sizeof(held.name), r, kShmTag);
   } else {
-    comm.recv(shmName, sizeof(shmName), 0, kShmTag);
-    if ((fd = shm_open(shmName, O_RDWR, 0600)) < 0 || (base = mapShared(fd, total)) == nullptr) {
-      problem = fmt::format("opening shared memory {}: {}", shmName, std::strerror(errno));
+    comm.recv(held.name, sizeof(held.name), 0, kShmTag);
+    if ((held.fd = shm_open(held.name, O_RDWR, 0600)) < 0 ||
+        (held.base = mapShared(held.fd, total)) == nullptr) {
+      problem = fmt::format("opening shared memory {}: {}", held.name, std::strerror(errno));
     }
   }
-  if (fd >= 0) close(fd);
-  // Everyone's outcome to everyone (one byte each), then the unlink: nothing
-  // outlives the processes, whatever happens to them after this.
+  // Everyone's outcome to everyone (one byte each); the object is unlinked
+  // when `held` goes, once every rank has it open.
   std::vector<char> ok(static_cast<size_t>(n), 0);
   ok[static_cast<size_t>(me)] = problem.empty() ? 1 : 0;
   for (int r = 0; r < n; ++r) {
     if (r == me) continue;
     comm.sendrecv(&ok[static_cast<size_t>(me)], 1, r, &ok[static_cast<size_t>(r)], 1, r, kShmTag);
   }
-  if (me == 0) shm_unlink(shmName);
   const auto bad = std::find(ok.begin(), ok.end(), 0);
   if (bad != ok.end()) {
-    if (base != nullptr) munmap(base, total);
     BIGBATCH_THROW(IoError, "shared memory for the {} ranks of this host failed on rank {}{}", n,
                    bad - ok.begin(), problem.empty() ? "" : ": " + problem);
   }
-  return std::make_unique<PosixSharedSegment>(base, slotBytes, n);
+  held.kept = true;
+  return std::make_unique<PosixSharedSegment>(held.base, slotBytes, n);
 }
 
 }  // namespace bigbatch::store_world

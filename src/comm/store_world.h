@@ -24,9 +24,13 @@ uint64_t mix64(uint64_t x);  // splitmix64's finaliser
 std::string thisHostName();
 
 // Every rank publishes "<size> <host>" under `prefix`rank/<rank> and reads
-// every other's: returns the host of each rank. A rank given another world
-// size ends every rank at once (InvalidArgument naming both values); a rank
-// that never comes is named at the deadline (TimeoutError).
+// every other's: returns the host of each rank. A rank that reads another
+// world size than its own refuses (InvalidArgument naming both values) and
+// says so in the store, where every rank still waiting reads it and refuses
+// too; ranks that had every key they expected may go on as the smaller
+// world. A rank that never comes is named at the deadline (TimeoutError).
+// Each rank polls the store for n keys: at thousands of ranks a gather by
+// rank 0 would be the better shape (not done).
 std::vector<std::string> meet(KeyValueStore& store, int rank, int size, const std::string& prefix,
                               const std::string& host, std::chrono::milliseconds timeout);
 
@@ -46,12 +50,15 @@ std::vector<int> splitMembers(Communicator& comm, const std::vector<int>& member
                               int key);
 
 // The tag space of the `splitNumber`-th split of a communicator in
-// `parentSpace`, colour `color`: 1 .. spaces-2 (0 and spaces-1 reserved).
+// `parentSpace`, colour `color`: 2 .. spaces-2 (0 is the error notices', 1
+// the world's, spaces-1 reserved). A hash: two live communicators that share
+// ranks could draw the same space, with odds of about k²/spaces for k of them.
 uint32_t childSpace(uint32_t parentSpace, uint64_t splitNumber, int color, uint32_t spaces);
 
 // Collective over a single-host communicator: one slot per rank, zeroed,
-// in a POSIX shared-memory object named `name` (unique on the host) made by
-// rank 0, opened by the others, unlinked once every rank has it.
+// in a POSIX shared-memory object named `name` plus a random part, made by
+// rank 0, opened by the others, and unlinked (by rank 0, only if it made
+// it) once every rank has it or the allocation failed.
 std::unique_ptr<SharedSegment> allocatePosixShared(Communicator& comm, size_t slotBytes,
                                                    const std::string& name);
 

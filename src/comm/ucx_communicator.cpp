@@ -54,6 +54,9 @@ struct UcxCommunicator::World {
   std::vector<ucs_status_t> peerStatus;  // by world rank: set by the error handler
   int rank = 0;
   bool broken = false;
+  // A request UCX could neither finish nor cancel may still touch a buffer
+  // its owner freed: the worker is then never progressed again.
+  bool poisoned = false;
   std::deque<std::string> notices;
   std::vector<void*> noticeRequests;
 
@@ -62,11 +65,12 @@ struct UcxCommunicator::World {
     // peers are always ready to take them): a bounded grace.
     const auto until = Clock::now() + kNoticeGrace;
     for (void* r : noticeRequests) {
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) {
+      while (!poisoned && ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) {
         ucp_worker_progress(worker);
       }
       ucp_request_free(r);
     }
+    if (poisoned) return;  // the worker and context are left to the process's end
     // Close every endpoint, flushing it unless the world failed (then at
     // once): the peers' sends to this rank end, not hang.
     std::vector<void*> closing;
@@ -124,22 +128,60 @@ void onPeerError(void* arg, ucp_ep_h ep, ucs_status_t status) {
 class UcxRequest : public Request {
  public:
   UcxRequest(std::shared_ptr<UcxCommunicator::World> world, UcxCommunicator* comm, size_t bytes,
-             int peer, int tag, bool isRecv)
-      : world_(std::move(world)), comm_(comm), bytes_(bytes), peer_(peer), tag_(tag),
-        isRecv_(isRecv) {}
+             int peer, int worldPeer, int tag, bool isRecv)
+      : world_(std::move(world)), comm_(comm), bytes_(bytes), peer_(peer), worldPeer_(worldPeer),
+        tag_(tag), isRecv_(isRecv) {}
 
   // The operation's request (nullptr: a send that completed at once).
   void start(ucs_status_ptr_t request) { request_ = request; }
 
+  // Abandoned unfinished (a wait failed): the buffer may be freed next, so
+  // the operation must end first. ucp_request_cancel ends only a receive not
+  // yet matched; a send, or a matched receive, ends when its endpoint is
+  // closed by force. If even that does not end it, the world is poisoned.
   ~UcxRequest() override {
-    if (request_ != nullptr) {  // abandoned after an error: UCX must not write into freed memory
-      ucp_request_cancel(world_->worker, request_);
-      ucp_request_free(request_);
+    if (request_ == nullptr) return;
+    UcxCommunicator::World& w = *world_;
+    w.broken = true;
+    ucp_request_cancel(w.worker, request_);
+    auto settle = [&](milliseconds limit) {
+      const auto until = Clock::now() + limit;
+      while (!w.poisoned && ucp_request_check_status(request_) == UCS_INPROGRESS &&
+             Clock::now() < until) {
+        ucp_worker_progress(w.worker);
+      }
+      return ucp_request_check_status(request_) != UCS_INPROGRESS;
+    };
+    if (!settle(milliseconds(200))) {
+      ucp_ep_h& ep = w.endpoints[static_cast<size_t>(worldPeer_)];
+      if (ep != nullptr) {
+        ucp_request_param_t p{};
+        p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+        ucs_status_ptr_t closing = ucp_ep_close_nbx(ep, &p);
+        ep = nullptr;
+        if (w.peerStatus[static_cast<size_t>(worldPeer_)] == UCS_OK) {
+          w.peerStatus[static_cast<size_t>(worldPeer_)] = UCS_ERR_CANCELED;
+        }
+        if (closing != nullptr && !UCS_PTR_IS_ERR(closing)) {
+          const auto until = Clock::now() + milliseconds(200);
+          while (ucp_request_check_status(closing) == UCS_INPROGRESS && Clock::now() < until) {
+            ucp_worker_progress(w.worker);
+          }
+          ucp_request_free(closing);
+        }
+      }
+      if (!settle(milliseconds(200))) w.poisoned = true;
     }
+    ucp_request_free(request_);
   }
 
   void wait() override {
     if (request_ == nullptr) return;
+    BIGBATCH_REQUIRE(!world_->poisoned, PeerError,
+                     "UCX's worker is unusable after an earlier failure; waited for rank {} "
+                     "(tag {}, {} bytes)",
+                     peer_, tag_, bytes_);
     const auto deadline = Clock::now() + milliseconds(comm_->timeoutMs());
     PeerWait idle;
     ucp_tag_recv_info_t info{};
@@ -151,6 +193,15 @@ class UcxRequest : public Request {
       if (status != UCS_INPROGRESS) break;
       if ((idle.polls() & 63) == 63) {
         world_->throwNotice();
+        // A receive is not tied to an endpoint: UCX fails it for no peer.
+        const ucs_status_t peer = world_->peerStatus[static_cast<size_t>(worldPeer_)];
+        if (peer != UCS_OK) {
+          world_->broken = true;
+          BIGBATCH_THROW(PeerError, "the connection to rank {} failed while this rank waited to "
+                         "{} (tag {}, {} bytes): {}",
+                         peer_, isRecv_ ? "receive from it" : "send to it", tag_, bytes_,
+                         ucs_status_string(peer));
+        }
         if (Clock::now() > deadline) {
           world_->broken = true;
           BIGBATCH_THROW(TimeoutError,
@@ -189,7 +240,7 @@ class UcxRequest : public Request {
   UcxCommunicator* comm_;
   ucs_status_ptr_t request_ = nullptr;
   size_t bytes_;
-  int peer_, tag_;
+  int peer_, worldPeer_, tag_;
   bool isRecv_;
 };
 
@@ -286,7 +337,7 @@ std::unique_ptr<Request> UcxCommunicator::isend(const void* data, size_t bytes, 
                    "it (tag {}, {} bytes): {}",
                    peer, tag, bytes, ucs_status_string(UCS_PTR_STATUS(r)));
   }
-  auto request = std::make_unique<UcxRequest>(world_, this, bytes, peer, tag, false);
+  auto request = std::make_unique<UcxRequest>(world_, this, bytes, peer, to, tag, false);
   request->start(r);
   return request;
 }
@@ -295,7 +346,7 @@ std::unique_ptr<Request> UcxCommunicator::irecv(void* data, size_t bytes, int pe
   BIGBATCH_REQUIRE(tag >= 0 && tag < kErrorTag, InvalidArgument,
                    "tag {} outside 0 .. 65534, the range UCX tags carry here", tag);
   const int from = worldRankOf(peer);
-  auto request = std::make_unique<UcxRequest>(world_, this, bytes, peer, tag, true);
+  auto request = std::make_unique<UcxRequest>(world_, this, bytes, peer, from, tag, true);
   ucp_request_param_t p = contiguousBytes();
   // Always a request, so that its test tells the message's length (a
   // receive completed at once would say nothing of it).
@@ -332,10 +383,18 @@ void UcxCommunicator::postError(const std::string& message) {
                                           text.size(), tagOf(0, world_->rank, kErrorTag), &p);
     if (s != nullptr && !UCS_PTR_IS_ERR(s)) world_->noticeRequests.push_back(s);
   }
-  ucp_worker_progress(world_->worker);
+  // The caller may end the process right after (endJob): let the notices go.
+  const auto until = Clock::now() + milliseconds(200);
+  for (void* r : world_->noticeRequests) {
+    while (!world_->poisoned && ucp_request_check_status(r) == UCS_INPROGRESS &&
+           Clock::now() < until) {
+      ucp_worker_progress(world_->worker);
+    }
+  }
 }
 
 void UcxCommunicator::pollPeerErrors() {
+  if (world_->poisoned) return;
   ucp_worker_progress(world_->worker);
   world_->throwNotice();
 }

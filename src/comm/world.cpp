@@ -1,5 +1,6 @@
 #include "bigbatch/comm/world.h"
 
+#include <cstdio>
 #include <cstdlib>
 
 #include <torch/csrc/distributed/c10d/TCPStore.hpp>
@@ -103,6 +104,16 @@ TorchrunEnvironment TorchrunEnvironment::fromEnvironment() {
   return env;
 }
 
+void endJob(int code) {
+  std::fflush(stdout);
+  std::fflush(stderr);
+  int initialised = 0, finalized = 0;
+  MPI_Initialized(&initialised);
+  MPI_Finalized(&finalized);
+  if (initialised && !finalized) MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);
+}
+
 std::string storeTransport() {
   const char* v = std::getenv("BIGBATCH_TRANSPORT");
   const std::string name = v != nullptr && *v != '\0' ? v : "ucx";
@@ -115,16 +126,22 @@ std::unique_ptr<Communicator> connectOverStore(KeyValueStore& store, int rank, i
                                                const std::string& routeTo,
                                                std::chrono::milliseconds timeout,
                                                const std::string& keyPrefix) {
+  // A group made again in the same store (destroy_process_group, then
+  // init_process_group: PyTorch hands the same prefix) must not read the
+  // last one's keys: every world of `size` ranks gets a generation of its
+  // own. A world's ranks all count before any rank can start the next one.
+  const int64_t arrivals = store.add(keyPrefix + "arrivals", 1);
+  const std::string prefix = fmt::format("{}{}/", keyPrefix, (arrivals - 1) / size);
   if (storeTransport() == "gloo") {
     GlooOptions options;
     options.routeTo = routeTo;
     options.timeout = timeout;
-    options.keyPrefix = keyPrefix;
+    options.keyPrefix = prefix;
     return GlooCommunicator::connect(store, rank, size, options);
   }
   UcxOptions options;
   options.timeout = timeout;
-  options.keyPrefix = keyPrefix;
+  options.keyPrefix = prefix;
   return UcxCommunicator::connect(store, rank, size, options);
 }
 

@@ -193,12 +193,10 @@ void bindProcessFunctions(py::module& m) {
         "the first failure of a bigbatch group in this process; '' if none");
   m.def(
       "abort_job",
-      [](int code) {
-        std::fflush(stdout);
-        std::fflush(stderr);
-        MPI_Abort(MPI_COMM_WORLD, code);
-      },
-      py::arg("code"), "ends every rank of the job (MPI_Abort)");
+      [](int code) { endJob(code); },
+      py::arg("code"),
+      "ends every rank of the job: MPI_Abort under MPI; else this process exits and its "
+      "launcher (torchrun) ends the others");
 }
 
 }  // namespace

@@ -8,6 +8,7 @@
 #include <future>
 #include <set>
 
+#include "bigbatch/comm/world.h"
 #include "bigbatch/common/error.h"
 #include "wire_sums.h"
 
@@ -115,8 +116,7 @@ ProcessGroupBigbatch::ProcessGroupBigbatch(std::unique_ptr<Communicator> comm, i
                        "after %.1f s; %s; ending every rank of the job\n",
                        comm_->rank(), operation.c_str(), seconds,
                        hb->describeLaggards(sequence_.load(), Heartbeat::kExchange).c_str());
-          std::fflush(stderr);
-          MPI_Abort(MPI_COMM_WORLD, 1);
+          endJob(1);
         },
         [hb] { hb->pulse(); });
   }

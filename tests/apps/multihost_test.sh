@@ -52,10 +52,10 @@
 #                reported — host 1's slot 0 — and the job finishes on 3
 #                workers without it (the fault fires exactly twice)
 #   torchrun     no mpirun: torchrun on each of 2 hosts (scripts/torchrun_hosts
-#                over ssh), Gloo's transport through torchrun's store:
-#                `bigbatch train` gives the same model.pt as --workers 2 on
-#                one host, and the DDP example (backend bigbatch) the same
-#                losses as under mpirun on one host
+#                over ssh), the ranks meeting through torchrun's store:
+#                `bigbatch train` (UCX) gives the same model.pt as --workers 2
+#                on one host, and the DDP example (backend bigbatch, Gloo's
+#                TCP) the same losses as under mpirun on one host
 #   multihost_test.sh BIGBATCH_BINARY CONFIG MODE [LIMIT]
 set -u
 bin=$(realpath "$1"); config=$(realpath "$2"); mode=$3; limit=${4:-60}
@@ -317,13 +317,13 @@ PY
   ;;
 torchrun)
   # No mpirun: one torchrun per host over ssh (scripts/torchrun_hosts), the
-  # ranks on Gloo's TCP transport through torchrun's store.
+  # ranks meeting through torchrun's store; UCX, then Gloo's TCP.
   pypath=$(realpath "$(dirname "$bin")/../python")
   "$cluster" --hosts 2 --rate "$rate" --launcher -- "$here/../../scripts/torchrun_hosts" \
     --torchrun-arg --no_python -- "$bin" train "$config" --run-dir "$dir/hosts" -q "${small[@]}" \
     >"$dir/log1" 2>&1 || { echo "FAIL: the 2-host torchrun run failed"; cat "$dir/log1"; exit 1; }
-  grep -q "2 ranks on several hosts over Gloo TCP" "$dir/hosts/train.log" ||
-    { echo "FAIL: not 2 hosts over Gloo"; cat "$dir/hosts/train.log"; exit 1; }
+  grep -q "2 ranks on several hosts over UCX" "$dir/hosts/train.log" ||
+    { echo "FAIL: not 2 hosts over UCX"; cat "$dir/hosts/train.log"; exit 1; }
   "$bin" train "$config" --workers 2 --run-dir "$dir/one" -q "${small[@]}" \
     >"$dir/log2" 2>&1 || { echo "FAIL: the 1-host run failed"; cat "$dir/log2"; exit 1; }
   cmp "$dir/hosts/model.pt" "$dir/one/model.pt" ||
@@ -331,14 +331,15 @@ torchrun)
   echo "bigbatch train: torchrun on 2 hosts and --workers 2 on one: the same model.pt"
   example="$here/../../examples/torch_ddp/train.py"
   "$cluster" --hosts 2 --rate "$rate" --launcher -- "$here/../../scripts/torchrun_hosts" \
-    --env PYTHONPATH="$pypath" -- "$example" --backend bigbatch --steps 20 --log "$dir/ddp_hosts" \
+    --env PYTHONPATH="$pypath" --env BIGBATCH_TRANSPORT=gloo -- \
+    "$example" --backend bigbatch --steps 20 --log "$dir/ddp_hosts" \
     >"$dir/log3" 2>&1 || { echo "FAIL: the DDP example on 2 hosts failed"; cat "$dir/log3"; exit 1; }
   mpirun --allow-run-as-root -np 2 -x PYTHONPATH="$pypath" /usr/bin/python3 "$example" \
     --backend bigbatch --steps 20 --log "$dir/ddp_one" >"$dir/log4" 2>&1 ||
     { echo "FAIL: the DDP example under mpirun failed"; cat "$dir/log4"; exit 1; }
   [ "$(wc -l <"$dir/ddp_hosts")" = 20 ] && cmp "$dir/ddp_hosts" "$dir/ddp_one" ||
     { echo "FAIL: the DDP losses differ"; paste "$dir/ddp_hosts" "$dir/ddp_one"; exit 1; }
-  echo "DDP example: torchrun on 2 hosts and mpirun on one: the same 20 losses"
+  echo "DDP example: torchrun on 2 hosts (Gloo's TCP) and mpirun on one: the same 20 losses"
   echo "multihost_test: ok $mode"
   ;;
 *) echo "multihost_test: unknown mode '$mode'"; exit 2 ;;

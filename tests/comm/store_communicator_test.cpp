@@ -5,6 +5,7 @@
 // algorithms on top, exact. Every case runs on both transports.
 #include "bigbatch/comm/gloo_communicator.h"
 #include "bigbatch/comm/ucx_communicator.h"
+#include "bigbatch/comm/world.h"
 
 #include <gtest/gtest.h>
 
@@ -356,6 +357,33 @@ TEST_P(StoreCommunicator, PeerThatGoesAwayIsNamed) {
   EXPECT_TRUE(error.find("connection to rank 1 failed") != std::string::npos ||
               error.find("rank 1 did not send") != std::string::npos)
       << error;
+}
+
+// A group made again in one store (destroy_process_group, then
+// init_process_group, which hands the same prefix): the second world meets
+// afresh instead of reading the first one's addresses.
+TEST(ConnectOverStore, ASecondWorldInTheSameStoreMeetsAfresh) {
+  InMemoryStore store;
+  for (int generation = 0; generation < 2; ++generation) {
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          auto comm = connectOverStore(store, r, 2, "127.0.0.1", milliseconds(20000));
+          int out = 10 * generation + r, in = -1;
+          comm->sendrecv(&out, sizeof(out), 1 - r, &in, sizeof(in), 1 - r, 1);
+          if (in != 10 * generation + 1 - r) errors[static_cast<size_t>(r)] = "wrong value";
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(r)] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "generation " << generation << ", rank " << r;
+    }
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, StoreCommunicator,

@@ -1,7 +1,7 @@
 // The KeyValueStore over a c10d Store (TCPStore, PrefixStore, FileStore):
 // the store torch.distributed hands a backend's creator, or the TCPStore
 // `bigbatch train` opens at torchrun's MASTER_ADDR:MASTER_PORT
-// (torchrun_world.h). Thread-safe as c10d's stores are.
+// (world.h). Thread-safe as c10d's stores are.
 #pragma once
 
 #include <memory>

@@ -10,14 +10,18 @@
 //    new connections: a sub-communicator translates its ranks to the world's
 //    and sends on slots of its own (a 24-bit space hashed from the parent's
 //    space, the split's number and the colour).
-//  - Message matching: the slot carries the tag and a 24-bit hash of the byte
-//    count, so a receive never matches a send of another size (Gloo would
-//    abort the process on a longer one and silently accept a shorter one).
-//    A size disagreement therefore surfaces as a TimeoutError naming the
-//    peer, not as the MismatchError MPI's truncation check gives.
+//  - Message matching: the slot carries the tag and the byte count (below
+//    8 MiB; a 23-bit hash of it above), so a receive does not match a send
+//    of another size (Gloo would abort the process on a longer one and
+//    silently accept a shorter one): a size disagreement surfaces as a
+//    TimeoutError naming the peer, not as the MismatchError MPI's and UCX's
+//    length checks give. Above 8 MiB two sizes may share a hash.
 //  - Deadlines: a wait that passes timeoutMs() raises TimeoutError naming the
-//    peer. Gloo closes every pair of the context on an application timeout,
-//    so the communicator is broken afterwards (as MpiCommunicator marks it).
+//    peer. The deadline is bigbatch's (a timer thread aborts the wait), not
+//    Gloo's, whose timeout would close every pair of the context and with
+//    them the error notice this rank then sends. The communicator is broken
+//    afterwards, and a request abandoned unfinished closes its pair (Gloo
+//    would otherwise leave that pair stalled behind it).
 //  - Error notices (postError): fixed-size messages on a reserved slot; a
 //    watcher thread holds a receive from any rank and, when a notice lands,
 //    aborts the wait in progress, which then raises MismatchError.
@@ -27,8 +31,10 @@
 //    (so a crash leaves nothing behind in /dev/shm).
 //  - The host of a rank is its host name (as OpenMPI's node name is).
 //
-// Threading contract: as Communicator's — one thread at a time per object.
-// The watcher thread touches only the world's error state under its mutex.
+// Threading contract: one thread at a time for the whole world (the world
+// and its splits' communicators keep one wait in progress, which a notice or
+// the deadline aborts). The watcher and timer threads touch only the
+// world's error and wait state, under its mutex.
 #pragma once
 
 #include <chrono>

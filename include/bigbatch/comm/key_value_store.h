@@ -1,5 +1,5 @@
-// KeyValueStore: the rendezvous a store-bootstrapped transport (GlooCommunicator)
-// needs — ranks publish their addresses and host names under keys and read
+// KeyValueStore: the rendezvous a store-bootstrapped transport
+// (UcxCommunicator, GlooCommunicator) needs — ranks publish their addresses and host names under keys and read
 // each other's. Two implementations: InMemoryStore (threads of one process;
 // unit tests) and the adapter over c10d's Store (c10d_store.h), which is what
 // torchrun, a Kubernetes PyTorchJob and torch.distributed's env:// start use.
@@ -10,6 +10,7 @@
 
 #include <chrono>
 #include <condition_variable>
+#include <cstdint>
 #include <map>
 #include <mutex>
 #include <string>
@@ -24,6 +25,8 @@ class KeyValueStore {
   virtual std::string get(const std::string& key, std::chrono::milliseconds timeout) = 0;
   // Whether `key` exists now; never blocks on a missing key.
   virtual bool check(const std::string& key) = 0;
+  // Adds `delta` to the counter at `key` (0 if absent); returns the new value.
+  virtual int64_t add(const std::string& key, int64_t delta) = 0;
   // Where the store lives, for messages ("127.0.0.1:29500", "in-process").
   virtual std::string describe() const = 0;
 };
@@ -33,6 +36,7 @@ class InMemoryStore : public KeyValueStore {
   void set(const std::string& key, const std::string& value) override;
   std::string get(const std::string& key, std::chrono::milliseconds timeout) override;
   bool check(const std::string& key) override;
+  int64_t add(const std::string& key, int64_t delta) override;
   std::string describe() const override { return "in-process store"; }
 
  private:

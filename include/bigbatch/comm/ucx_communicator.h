@@ -13,13 +13,18 @@
 //    in full, so a receive takes only its peer's message with its tag.
 //  - Sizes: a longer message fails the receive (UCS_ERR_MESSAGE_TRUNCATED)
 //    and a shorter one is seen by its length: MismatchError either way.
-//  - Deadlines: waits poll ucp_worker_progress against timeoutMs(); a
-//    deadline cancels the request and raises TimeoutError naming the peer.
+//  - Deadlines: waits poll ucp_worker_progress against timeoutMs(); past it
+//    TimeoutError names the peer. A request abandoned unfinished is
+//    cancelled, or its peer's endpoint closed by force, before its buffer
+//    can go; one that even then does not end leaves the worker unused.
 //  - Error notices (postError): a message in space 0 with a reserved tag;
 //    waits probe for it (ucp_tag_probe_nb) every 64 unsuccessful polls and
 //    raise MismatchError carrying it.
 //  - A peer that exits: endpoints use UCP_ERR_HANDLING_MODE_PEER, so its
-//    requests fail with UCX's status, raised as PeerError.
+//    sends fail with UCX's status, and waits on its receives check the
+//    endpoint's state: PeerError. Over TCP its reset is seen at once; over
+//    shared memory only by UCX's keep-alive, so there the deadline may come
+//    first (a rank that dies under torchrun is ended by the agent anyway).
 //  - Shared memory for the ranks of one host: POSIX shm (store_world).
 //
 // Threading contract: as Communicator's — one thread at a time for the
@@ -47,8 +52,9 @@ struct UcxOptions {
 class UcxCommunicator : public Communicator {
  public:
   // Collective over `size` ranks sharing `store`: the world size checked on
-  // every rank, worker addresses exchanged, every endpoint made and proved
-  // by a barrier.
+  // every rank, worker addresses exchanged, every endpoint made, then a
+  // barrier (its log2 n rounds wire up the first endpoints; UCX wires the
+  // others at their first message).
   static std::unique_ptr<UcxCommunicator> connect(KeyValueStore& store, int rank, int size,
                                                   const UcxOptions& options);
 

@@ -53,6 +53,11 @@ std::unique_ptr<Communicator> connectOverStore(KeyValueStore& store, int rank, i
 // The transport BIGBATCH_TRANSPORT names, checked ("ucx" when unset).
 std::string storeTransport();
 
+// Ends every rank of a failed job from this one: MPI_Abort where MPI runs;
+// otherwise this process exits with `code` at once (no destructors, no
+// waiting for peers), and its launcher — torchrun's agent — ends the others.
+[[noreturn]] void endJob(int code);
+
 // The world for this process's launcher; InvalidArgument when none started it.
 // `timeout` bounds the rendezvous (the store, every rank's arrival).
 std::unique_ptr<Communicator> connectWorld(std::chrono::milliseconds timeout);

@@ -161,8 +161,9 @@ void reportPlacement(Communicator& comm, int slot) {
 
 RunStart startRun(Config& c, const TrainOptions& o, MlperfLogger& ml) {
   RunStart s;
-  // The ranks: given; the launcher's world (MPI's under mpirun or srun,
-  // Gloo's over the store under torchrun: comm/world.h); or this process alone.
+  // The ranks: given; the launcher's world (MPI's under mpirun or srun, UCX
+  // or Gloo over the store under torchrun: comm/world.h); or this process
+  // alone.
   s.comm = o.comm;
   if (!s.comm) {
     if (launchedByLauncher()) {
