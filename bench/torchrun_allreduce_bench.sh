@@ -13,7 +13,9 @@
 # A table of busbw per size, each side its best algorithm: bigbatch/UCX ÷
 # gloo (target >= 1.0), bigbatch/UCX ÷ bigbatch/MPI (target >= 0.95), and
 # bigbatch/Gloo ÷ gloo (the transports compared with the codec held equal).
-#   bench/torchrun_allreduce_bench.sh [RATES] [MIN] [MAX] [OUT_DIR]
+# ROUNDS=N (default 1) repeats the four runs N times, interleaved; each cell
+# is then the median over the rounds (per algorithm, before the best).
+#   [ROUNDS=N] bench/torchrun_allreduce_bench.sh [RATES] [MIN] [MAX] [OUT_DIR]
 #   (defaults: "10gbit 1gbit" 4K 256M runs/torchrun_allreduce)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -21,46 +23,56 @@ rates=${1:-10gbit 1gbit}
 min=${2:-4K}
 max=${3:-256M}
 out=${4:-runs/torchrun_allreduce}
+rounds=${ROUNDS:-1}
 scripts/build --target bigbatch >/dev/null
 mkdir -p "$out"
 bytes() { numfmt --from=iec "$1"; }
 algos=auto,ring,halving_doubling,recursive_doubling
 common=(bench allreduce --json --no-memcpy --warmup 1 --iters 5 --min-bytes "$min" --max-bytes "$max")
-for rate in $rates; do
-  cluster=(scripts/emulated_cluster --hosts 2 --rate "$rate")
-  for transport in ucx gloo; do
-    "${cluster[@]}" --launcher -- scripts/torchrun_hosts --env BIGBATCH_TRANSPORT=$transport \
-      --torchrun-arg --no_python -- "$PWD/build/apps/bigbatch" "${common[@]}" --algorithms "$algos" \
-      >"$out/${transport}_$rate.jsonl"
+for round in $(seq 1 "$rounds"); do
+  for rate in $rates; do
+    cluster=(scripts/emulated_cluster --hosts 2 --rate "$rate")
+    for transport in ucx gloo; do
+      "${cluster[@]}" --launcher -- scripts/torchrun_hosts --env BIGBATCH_TRANSPORT=$transport \
+        --torchrun-arg --no_python -- "$PWD/build/apps/bigbatch" "${common[@]}" --algorithms "$algos" \
+        >"$out/${transport}_${rate}_$round.jsonl"
+    done
+    "${cluster[@]}" -- build/apps/bigbatch "${common[@]}" --algorithms "$algos,mpi" \
+      >"$out/mpi_${rate}_$round.jsonl"
+    "${cluster[@]}" --launcher -- scripts/torchrun_hosts -- "$PWD/bench/pytorch_allreduce.py" \
+      --min-bytes "$(bytes "$min")" --max-bytes "$(bytes "$max")" --bytes-per-size 1 --warmup 1 \
+      >"$out/pytorch_gloo_${rate}_$round.jsonl"
   done
-  "${cluster[@]}" -- build/apps/bigbatch "${common[@]}" --algorithms "$algos,mpi" \
-    >"$out/mpi_$rate.jsonl"
-  "${cluster[@]}" --launcher -- scripts/torchrun_hosts -- "$PWD/bench/pytorch_allreduce.py" \
-    --min-bytes "$(bytes "$min")" --max-bytes "$(bytes "$max")" --bytes-per-size 1 --warmup 1 \
-    >"$out/pytorch_gloo_$rate.jsonl"
 done
 
-/usr/bin/python3 - "$out" $rates <<'PY'
-import json, sys
-out, rates = sys.argv[1], sys.argv[2:]
-def rows(path):
-    return [json.loads(l) for l in open(path) if l.startswith("{")]
-def best(rs, b):
-    return max((r for r in rs if r["bytes"] == b and r["algorithm"] not in ("mpi", "memcpy")),
-               key=lambda r: r["busbw"])
+/usr/bin/python3 - "$out" "$rounds" $rates <<'PY'
+import json, statistics, sys
+out, rounds, rates = sys.argv[1], int(sys.argv[2]), sys.argv[3:]
+def rows(name, rate):
+    """(algorithm, bytes) -> the median busbw over the rounds, and the wrong count."""
+    cells = {}
+    for r in range(1, rounds + 1):
+        for l in open(f"{out}/{name}_{rate}_{r}.jsonl"):
+            if l.startswith("{"):
+                row = json.loads(l)
+                key = (row.get("algorithm", "gloo"), row["bytes"])
+                cells.setdefault(key, []).append((row["busbw"], row["wrong"]))
+    return {k: (statistics.median(b for b, _ in v), sum(w for _, w in v)) for k, v in cells.items()}
+def best(t, b):
+    return max(((a, v[0]) for (a, size), v in t.items() if size == b and a not in ("mpi", "memcpy")),
+               key=lambda x: x[1])
 for rate in rates:
-    u, g, m = (rows(f"{out}/{n}_{rate}.jsonl") for n in ("ucx", "gloo", "mpi"))
-    torch = {r["bytes"]: r for r in rows(f"{out}/pytorch_gloo_{rate}.jsonl")}
-    print(f"\n2 hosts x 1 rank, {rate} links; busbw GB/s, each bigbatch column its best algorithm")
+    u, g, m, t = (rows(n, rate) for n in ("ucx", "gloo", "mpi", "pytorch_gloo"))
+    print(f"\n2 hosts x 1 rank, {rate} links, median of {rounds} round(s); busbw GB/s, each bigbatch "
+          "column its best algorithm")
     print(f"{'bytes':>10} {'bb/UCX':>8} {'bb/Gloo':>8} {'bb/MPI':>8} {'MPI_Allr':>8} {'gloo':>8} "
           f"{'UCX÷gloo':>8} {'UCX÷MPI':>8} {'Gloo÷gloo':>9} {'wrong':>5}")
-    for b in sorted({r["bytes"] for r in u}):
-        bu, bg, bm = best(u, b), best(g, b), best(m, b)
-        mpi = next((r for r in m if r["bytes"] == b and r["algorithm"] == "mpi"), {"busbw": 0})
-        t = torch.get(b, {"busbw": 0, "wrong": 0})
-        wrong = sum(r["wrong"] for r in u + g + m if r["bytes"] == b) + t["wrong"]
-        ratio = lambda a, c: a / c if c else 0
-        print(f"{b:>10} {bu['busbw']:>8.3f} {bg['busbw']:>8.3f} {bm['busbw']:>8.3f} {mpi['busbw']:>8.3f} "
-              f"{t['busbw']:>8.3f} {ratio(bu['busbw'], t['busbw']):>8.2f} "
-              f"{ratio(bu['busbw'], bm['busbw']):>8.2f} {ratio(bg['busbw'], t['busbw']):>9.2f} {wrong:>5}")
+    ratio = lambda a, c: a / c if c else 0
+    for b in sorted({size for _, size in u}):
+        bu, bg, bm = best(u, b)[1], best(g, b)[1], best(m, b)[1]
+        mpi = m.get(("mpi", b), (0, 0))[0]
+        tg = t.get(("gloo", b), (0, 0))[0]
+        wrong = sum(v[1] for d in (u, g, m, t) for (a, size), v in d.items() if size == b)
+        print(f"{b:>10} {bu:>8.3f} {bg:>8.3f} {bm:>8.3f} {mpi:>8.3f} {tg:>8.3f} {ratio(bu, tg):>8.2f} "
+              f"{ratio(bu, bm):>8.2f} {ratio(bg, tg):>9.2f} {wrong:>5}")
 PY
