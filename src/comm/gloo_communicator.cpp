@@ -30,8 +30,9 @@ using Clock = std::chrono::steady_clock;
 using std::chrono::milliseconds;
 
 constexpr size_t kErrorBytes = 4096;
-// Slot layout: [space: 24 bits][tag: 16 bits][hash of the byte count: 24 bits].
-// Space 0 is the error notices'; communicators hash into 1 .. 2^24-1.
+// Slot layout: [space: 24 bits][tag: 16 bits][the byte count, or a flag bit
+// and its hash: 24 bits] (slotFor). Space 0 is the error notices'; the
+// world's is 1, its splits' 2 .. 2^24-2.
 constexpr uint64_t kErrorSlot = 0xffffu;
 constexpr uint32_t kWorldSpace = 1;
 // The watcher's receive: Gloo treats a wait that times out as fatal to the
@@ -136,6 +137,7 @@ struct GlooCommunicator::World {
   // is about to send), so the deadline is kept here: the timer thread
   // aborts the wait instead.
   gloo::transport::UnboundBuffer* waiting = nullptr;
+  std::vector<bool> closed;  // by world rank: the pair this rank closed (~GlooRequest)
   Clock::time_point deadline;
   bool deadlinePassed = false, stopping = false;
   std::condition_variable timerWake;
@@ -256,6 +258,7 @@ class GlooRequest : public Request {
     {
       std::lock_guard<std::mutex> lock(world_->mutex);
       world_->broken = true;
+      world_->closed[static_cast<size_t>(worldPeer_)] = true;
     }
     try {
       world_->context->getPair(worldPeer_)->close();
@@ -269,6 +272,12 @@ class GlooRequest : public Request {
     {
       std::lock_guard<std::mutex> lock(world_->mutex);
       if (world_->failed) world_->throwFailure();
+      // A pair this rank closed signals nothing to what is still queued on
+      // it: fail here rather than at the deadline.
+      BIGBATCH_REQUIRE(!world_->closed[static_cast<size_t>(worldPeer_)], PeerError,
+                       "the connection to rank {} was closed after an earlier failure (waited "
+                       "to {} tag {}, {} bytes)",
+                       peer_, isRecv_ ? "receive" : "send", tag_, bytes_);
       world_->waiting = buffer_.get();
       world_->deadline = Clock::now() + milliseconds(timeoutMs_);
       world_->deadlinePassed = false;
@@ -335,14 +344,21 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::connect(KeyValueStore& store
                         (attr.hostname.rfind("127.", 0) == 0 ||
                                                attr.hostname == "::1" ||
                                                attr.hostname == "localhost");
+  std::string refusal;
   if (loopback && std::any_of(world->hosts.begin(), world->hosts.end(),
                               [&](const std::string& h) { return h != world->hosts[0]; })) {
-    BIGBATCH_THROW(InvalidArgument,
-                   "Gloo's transport would listen on the loopback address {} (the route to "
-                   "MASTER_ADDR '{}'), which ranks on other hosts cannot reach: set MASTER_ADDR "
-                   "to an address of the network between the hosts, or BIGBATCH_SOCKET_IFNAME "
-                   "to its interface",
-                   attr.hostname, o.routeTo);
+    refusal = fmt::format(
+        "rank {}: Gloo's transport would listen on the loopback address {} (the route to "
+        "MASTER_ADDR '{}'), which ranks on other hosts cannot reach: set MASTER_ADDR to an "
+        "address of the network between the hosts, or BIGBATCH_SOCKET_IFNAME to its interface",
+        rank, attr.hostname, o.routeTo);
+  }
+  // Every rank's verdict to every rank, so that all refuse together instead
+  // of the others waiting out the rendezvous for the one that refused.
+  store.set(fmt::format("{}listen/{}", o.keyPrefix, rank), refusal);
+  for (int r = 0; r < size; ++r) {
+    const std::string theirs = store.get(fmt::format("{}listen/{}", o.keyPrefix, r), o.timeout);
+    BIGBATCH_REQUIRE(theirs.empty(), InvalidArgument, "{}", theirs);
   }
   try {
     world->device = gloo::transport::tcp::CreateDevice(attr);
@@ -351,6 +367,7 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::connect(KeyValueStore& store
                    attr.iface.empty() ? attr.hostname : "interface ", attr.iface, e.what());
   }
   world->listen = world->device->str();
+  world->closed.assign(static_cast<size_t>(size), false);
   world->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   world->context->setTimeout(std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(
                                                            deadline - Clock::now())));
@@ -398,7 +415,11 @@ bool GlooCommunicator::broken() const {
 int GlooCommunicator::worldRankOf(int peer) const {
   BIGBATCH_REQUIRE(peer >= 0 && peer < size() && peer != rank_, InvalidArgument,
                    "peer {} is not another rank of this communicator of {}", peer, size());
-  return members_[static_cast<size_t>(peer)];
+  const int world = members_[static_cast<size_t>(peer)];
+  std::lock_guard<std::mutex> lock(world_->mutex);
+  BIGBATCH_REQUIRE(!world_->closed[static_cast<size_t>(world)], PeerError,
+                   "the connection to rank {} was closed after an earlier failure", peer);
+  return world;
 }
 
 uint64_t GlooCommunicator::slotFor(int tag, size_t bytes) const {
@@ -417,7 +438,7 @@ std::unique_ptr<Request> GlooCommunicator::isend(const void* data, size_t bytes,
   auto buffer = world_->context->createUnboundBuffer(const_cast<void*>(data), bytes);
   try {
     buffer->send(to, slotFor(tag, bytes), 0, bytes);
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {  // gloo::Exception, or an EnforceNotMet from its pair
     BIGBATCH_THROW(PeerError, "the connection to rank {} failed before this rank could send to it "
                    "(tag {}, {} bytes): {}",
                    peer, tag, bytes, e.what());
@@ -431,7 +452,7 @@ std::unique_ptr<Request> GlooCommunicator::irecv(void* data, size_t bytes, int p
   auto buffer = world_->context->createUnboundBuffer(data, bytes);
   try {
     buffer->recv(from, slotFor(tag, bytes), 0, bytes);
-  } catch (const gloo::Exception& e) {
+  } catch (const std::exception& e) {  // gloo::Exception, or an EnforceNotMet from its pair
     BIGBATCH_THROW(PeerError, "the connection to rank {} failed before this rank could receive from "
                    "it (tag {}, {} bytes): {}",
                    peer, tag, bytes, e.what());
@@ -461,7 +482,7 @@ void GlooCommunicator::postError(const std::string& message) {
     try {
       buffer->send(members_[static_cast<size_t>(r)], kErrorSlot);
     } catch (const std::exception&) {
-      // Best effort: that peer's connection is gone already.
+      world_->notices.pop_back();  // best effort: that peer's connection is gone already
     }
   }
 }

@@ -143,6 +143,10 @@ class UcxRequest : public Request {
     if (request_ == nullptr) return;
     UcxCommunicator::World& w = *world_;
     w.broken = true;
+    if (w.poisoned) {  // the worker is not progressed again
+      ucp_request_free(request_);
+      return;
+    }
     ucp_request_cancel(w.worker, request_);
     auto settle = [&](milliseconds limit) {
       const auto until = Clock::now() + limit;
@@ -165,7 +169,8 @@ class UcxRequest : public Request {
         }
         if (closing != nullptr && !UCS_PTR_IS_ERR(closing)) {
           const auto until = Clock::now() + milliseconds(200);
-          while (ucp_request_check_status(closing) == UCS_INPROGRESS && Clock::now() < until) {
+          while (!w.poisoned && ucp_request_check_status(closing) == UCS_INPROGRESS &&
+                 Clock::now() < until) {
             ucp_worker_progress(w.worker);
           }
           ucp_request_free(closing);

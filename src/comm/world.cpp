@@ -128,10 +128,11 @@ std::unique_ptr<Communicator> connectOverStore(KeyValueStore& store, int rank, i
                                                const std::string& keyPrefix) {
   // A group made again in the same store (destroy_process_group, then
   // init_process_group: PyTorch hands the same prefix) must not read the
-  // last one's keys: every world of `size` ranks gets a generation of its
-  // own. A world's ranks all count before any rank can start the next one.
-  const int64_t arrivals = store.add(keyPrefix + "arrivals", 1);
-  const std::string prefix = fmt::format("{}{}/", keyPrefix, (arrivals - 1) / size);
+  // last one's keys: each rank counts its own arrivals, so the n-th world
+  // meets under generation n on every rank, whatever each rank was told of
+  // the world's size (a disagreement is then named, not a timeout).
+  const int64_t arrivals = store.add(fmt::format("{}arrivals/{}", keyPrefix, rank), 1);
+  const std::string prefix = fmt::format("{}{}/", keyPrefix, arrivals - 1);
   if (storeTransport() == "gloo") {
     GlooOptions options;
     options.routeTo = routeTo;

@@ -58,7 +58,7 @@ BIGBATCH_TEST_MARK=starter "$cluster" --hosts 2 -- /bin/sh -c \
   'echo "rank $OMPI_COMM_WORLD_RANK on $(hostname) mark=[${BIGBATCH_TEST_MARK:-}] ssh=[${SSH_CONNECTION:+yes}]"' \
   >"$log" 2>&1 || fail "a command on the ssh cluster failed"
 cat "$log"
-prefix=$(sed -n 's/^  host 0: namespace \(bb[0-9]*\)h0,.*/\1/p' "$log" | tail -n 1)  # the real names are the last
+prefix=$(sed -n 's/^  host 0: namespace \(bb[0-9]*\)h0,.*/\1/p' "$log")
 for r in 0 1; do
   grep -q "^rank $r on ${prefix}h$r mark=\[\] ssh=\[yes\]$" "$log" ||
     fail "rank $r did not run over ssh on host $r without the starter's environment"

@@ -147,7 +147,7 @@ kill|stall)
   for _ in $(seq 1 1200); do
     [ -f "$dir/pause/paused-rank-0" ] && [ -f "$dir/pause/paused-rank-1" ] && break; sleep 0.1
   done
-  ns=$(sed -n 's/^  host 1: namespace \([^,]*\),.*/\1/p' "$dir/log" | tail -n 1)  # the real names are the last
+  ns=$(sed -n 's/^  host 1: namespace \([^,]*\),.*/\1/p' "$dir/log")
   victim=""
   for pid in $(ip netns pids "$ns" 2>/dev/null); do
     tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "bigbatch train" && victim=$pid
@@ -221,7 +221,7 @@ restart)
   job=$!
   ranks_in() {  # the job's ranks in host H's namespace
     local ns pid
-    ns=$(sed -n "s/^  host $1: namespace \([^,]*\),.*/\1/p" "$dir/log" | tail -n 1)
+    ns=$(sed -n "s/^  host $1: namespace \([^,]*\),.*/\1/p" "$dir/log")
     for pid in $(ip netns pids "$ns" 2>/dev/null); do
       tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q "bigbatch train" && echo "$pid"
     done

@@ -24,7 +24,11 @@
 //    would otherwise leave that pair stalled behind it).
 //  - Error notices (postError): fixed-size messages on a reserved slot; a
 //    watcher thread holds a receive from any rank and, when a notice lands,
-//    aborts the wait in progress, which then raises MismatchError.
+//    aborts the wait in progress, which then raises MismatchError. A peer
+//    whose pair this rank closed (above) learns of the failure as that
+//    closed connection (PeerError), the others by the notice.
+//  - Across hosts each rank listens where its route to MASTER_ADDR leaves;
+//    a loopback address there is refused on every rank, naming the fix.
 //  - A peer that exits closes its connections: waits raise PeerError.
 //  - Shared memory for the ranks of one host: a POSIX shared-memory object
 //    made by the first rank, opened by the others, unlinked once all have it
