@@ -1,8 +1,5 @@
 #include "bigbatch/comm/gloo_communicator.h"
 
-#include <arpa/inet.h>
-#include <netdb.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -16,11 +13,11 @@
 
 #include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/store.h>
 #include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 
 #include "bigbatch/common/error.h"
+#include "gloo_setup.h"
 #include "store_world.h"
 
 namespace bigbatch {
@@ -42,83 +39,6 @@ constexpr milliseconds kForever{30LL * 24 * 3600 * 1000};
 // How long an error notice may trail the connection loss it explains, and
 // how long a rank that posted notices lets them leave before it closes.
 constexpr milliseconds kNoticeGrace{2000};
-
-// The local address the kernel would use to reach `host` (no packet is
-// sent: connect() on a UDP socket only picks the route).
-std::string routeAddress(const std::string& host) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_DGRAM;
-  addrinfo* found = nullptr;
-  const int rc = getaddrinfo(host.c_str(), "9", &hints, &found);
-  BIGBATCH_REQUIRE(rc == 0 && found != nullptr, InvalidArgument,
-                   "cannot resolve the store's host '{}' ({}): set MASTER_ADDR to an address "
-                   "every rank can reach",
-                   host, gai_strerror(rc));
-  std::string address;
-  for (addrinfo* a = found; a != nullptr && address.empty(); a = a->ai_next) {
-    const int fd = socket(a->ai_family, a->ai_socktype, a->ai_protocol);
-    if (fd < 0) continue;
-    sockaddr_storage mine{};
-    socklen_t len = sizeof(mine);
-    if (::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
-        getsockname(fd, reinterpret_cast<sockaddr*>(&mine), &len) == 0) {
-      char text[INET6_ADDRSTRLEN] = {};
-      const void* raw = mine.ss_family == AF_INET
-                            ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&mine)->sin_addr)
-                            : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&mine)->sin6_addr);
-      if (inet_ntop(mine.ss_family, raw, text, sizeof(text)) != nullptr) address = text;
-    }
-    close(fd);
-  }
-  freeaddrinfo(found);
-  BIGBATCH_REQUIRE(!address.empty(), IoError,
-                   "no route from this host to the store's host '{}': set MASTER_ADDR to an "
-                   "address every rank can reach, or BIGBATCH_SOCKET_IFNAME to the interface",
-                   host);
-  return address;
-}
-
-gloo::transport::tcp::attr deviceAttr(const GlooOptions& o) {
-  gloo::transport::tcp::attr attr;
-  if (!o.listenAddress.empty()) {
-    attr.hostname = o.listenAddress;
-    return attr;
-  }
-  for (const char* var : {"BIGBATCH_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME"}) {
-    const char* v = std::getenv(var);
-    if (v != nullptr && *v != '\0') {
-      attr.iface = v;
-      return attr;
-    }
-  }
-  attr.hostname = o.routeTo.empty() ? store_world::thisHostName() : routeAddress(o.routeTo);
-  return attr;
-}
-
-// Gloo's rendezvous reads and writes through this: our store, its keys
-// under a prefix of their own.
-class GlooStore : public gloo::rendezvous::Store {
- public:
-  GlooStore(KeyValueStore& store, std::string prefix, milliseconds timeout)
-      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
-  void set(const std::string& key, const std::vector<char>& data) override {
-    store_.set(prefix_ + key, std::string(data.begin(), data.end()));
-  }
-  std::vector<char> get(const std::string& key) override {
-    const std::string v = store_.get(prefix_ + key, timeout_);
-    return std::vector<char>(v.begin(), v.end());
-  }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-  void wait(const std::vector<std::string>& keys, const milliseconds& timeout) override {
-    for (const std::string& k : keys) store_.get(prefix_ + k, timeout);
-  }
-
- private:
-  KeyValueStore& store_;
-  std::string prefix_;
-  milliseconds timeout_;
-};
 
 }  // namespace
 
@@ -337,7 +257,7 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::connect(KeyValueStore& store
                                    o.hostName.empty() ? store_world::thisHostName() : o.hostName,
                                    o.timeout);
 
-  const gloo::transport::tcp::attr attr = deviceAttr(o);
+  const gloo::transport::tcp::attr attr = gloo_setup::deviceAttr(o);
   // Debian maps a host's own name to 127.0.1.1: a MASTER_ADDR that names
   // this host would have it listen where no other host can reach it.
   const bool loopback = o.listenAddress.empty() && attr.iface.empty() &&
@@ -371,7 +291,7 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::connect(KeyValueStore& store
   world->context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   world->context->setTimeout(std::max(milliseconds(1), std::chrono::duration_cast<milliseconds>(
                                                            deadline - Clock::now())));
-  GlooStore meshStore(store, o.keyPrefix + "mesh/", o.timeout);
+  gloo_setup::RendezvousStore meshStore(store, o.keyPrefix + "mesh/", o.timeout);
   try {
     world->context->connectFullMesh(meshStore, world->device);
   } catch (const bigbatch::Error&) {
@@ -432,33 +352,32 @@ uint64_t GlooCommunicator::slotFor(int tag, size_t bytes) const {
   return (uint64_t{space_} << 40) | (uint64_t(tag) << 24) | size;
 }
 
+std::unique_ptr<Request> GlooCommunicator::post(void* data, size_t bytes, int peer, int tag,
+                                               bool isRecv) {
+  const int other = worldRankOf(peer);
+  auto buffer = world_->context->createUnboundBuffer(data, bytes);
+  try {
+    if (isRecv) {
+      buffer->recv(other, slotFor(tag, bytes), 0, bytes);
+    } else {
+      buffer->send(other, slotFor(tag, bytes), 0, bytes);
+    }
+  } catch (const std::exception& e) {  // gloo::Exception, or an EnforceNotMet from its pair
+    BIGBATCH_THROW(PeerError, "the connection to rank {} failed before this rank could {} it "
+                   "(tag {}, {} bytes): {}",
+                   peer, isRecv ? "receive from" : "send to", tag, bytes, e.what());
+  }
+  return std::make_unique<GlooRequest>(world_, std::move(buffer), timeoutMs(), bytes, peer, other,
+                                       tag, isRecv);
+}
+
 std::unique_ptr<Request> GlooCommunicator::isend(const void* data, size_t bytes, int peer,
                                                  int tag) {
-  const int to = worldRankOf(peer);
-  auto buffer = world_->context->createUnboundBuffer(const_cast<void*>(data), bytes);
-  try {
-    buffer->send(to, slotFor(tag, bytes), 0, bytes);
-  } catch (const std::exception& e) {  // gloo::Exception, or an EnforceNotMet from its pair
-    BIGBATCH_THROW(PeerError, "the connection to rank {} failed before this rank could send to it "
-                   "(tag {}, {} bytes): {}",
-                   peer, tag, bytes, e.what());
-  }
-  return std::make_unique<GlooRequest>(world_, std::move(buffer), timeoutMs(), bytes, peer, to,
-                                       tag, false);
+  return post(const_cast<void*>(data), bytes, peer, tag, /*isRecv=*/false);  // Gloo only reads it
 }
 
 std::unique_ptr<Request> GlooCommunicator::irecv(void* data, size_t bytes, int peer, int tag) {
-  const int from = worldRankOf(peer);
-  auto buffer = world_->context->createUnboundBuffer(data, bytes);
-  try {
-    buffer->recv(from, slotFor(tag, bytes), 0, bytes);
-  } catch (const std::exception& e) {  // gloo::Exception, or an EnforceNotMet from its pair
-    BIGBATCH_THROW(PeerError, "the connection to rank {} failed before this rank could receive from "
-                   "it (tag {}, {} bytes): {}",
-                   peer, tag, bytes, e.what());
-  }
-  return std::make_unique<GlooRequest>(world_, std::move(buffer), timeoutMs(), bytes, peer, from,
-                                       tag, true);
+  return post(data, bytes, peer, tag, /*isRecv=*/true);
 }
 
 std::unique_ptr<Communicator> GlooCommunicator::split(int color, int key) {

@@ -117,8 +117,7 @@ done
 env RANK=0 WORLD_SIZE=2 MASTER_ADDR=127.0.0.1 MASTER_PORT=$port "$bin" train "$config" "${common[@]}" \
   --run-dir "$dir/second" >second.log 2>&1 && fail "a second job on a used port exited 0"
 one_error second.log "cannot open the rendezvous store on port $port \(MASTER_PORT\)" "port in use"
-kill $first; wait $first 2>/dev/null
-sleep 0.5
+kill $first; wait $first 2>/dev/null  # every process this test started is waited for
 pgrep -f -- "--run-dir $dir/" >/dev/null &&
   fail "a process of this test is still running"
 echo "bad starts: no store, disagreeing WORLD_SIZE, a used port: one error line each"

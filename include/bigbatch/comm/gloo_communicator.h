@@ -106,6 +106,7 @@ class GlooCommunicator : public Communicator {
  private:
   GlooCommunicator(std::shared_ptr<World> world, std::vector<int> members, uint32_t space);
   uint64_t slotFor(int tag, size_t bytes) const;
+  std::unique_ptr<Request> post(void* data, size_t bytes, int peer, int tag, bool isRecv);
   int worldRankOf(int peer) const;
 
   std::shared_ptr<World> world_;
