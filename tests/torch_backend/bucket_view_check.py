@@ -1,7 +1,7 @@
 """DDP's gradient_as_bucket_view with bigbatch's PowerSGD hook (run by
 ddp_test.sh under mpirun, 2 ranks): the view is in effect (the gradients of
 a bucket share its storage) and the hook's result is the bucket itself,
-written in place, so DDP copies nothing back. Prints "bucket view: ok"."""
+written in place, so DDP copies nothing back. Prints "rank R: bucket view: ok"."""
 import sys
 
 import torch
@@ -41,10 +41,11 @@ params = len(list(net.parameters()))
 ok = in_place and all(in_place) and len(storages) < params
 print(f"rank {dist.get_rank()}: {len(in_place)} hook calls, in place {sum(in_place)}; "
       f"{params} gradients in {len(storages)} storages", flush=True)
+rank = dist.get_rank()
 dist.destroy_process_group()
 # The globals hold the group past destroy_process_group(): the exit handler
 # must shut it down (ddp_test.sh checks the exit status).
 assert bigbatch_torch._C.live_groups() == 1, bigbatch_torch._C.live_groups()
 if not ok:
     sys.exit("bucket view: the hook's result is not the bucket, or the gradients are not views")
-print("bucket view: ok")
+print(f"rank {rank}: bucket view: ok", flush=True)
