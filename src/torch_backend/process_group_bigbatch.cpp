@@ -212,6 +212,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::enqueue(::c10d::OpType ty
                                                               std::vector<at::Tensor> outputs,
                                                               CallSignature call, Body body) {
   auto work = c10::make_intrusive<BigbatchWork>(getRank(), type, title, std::move(outputs));
+  ++issued_;
   scheduler_->submit([this, work, call, body = std::move(body)](int64_t family) {
     run(work, call, body, family);
   });
@@ -414,6 +415,184 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::barrier(const ::c10d::Bar
   const CallSignature call{CollectiveKind::kBarrier, 0, 0, -1};
   return enqueue(::c10d::OpType::BARRIER, "bigbatch:barrier", {}, call,
                  [this] { comm_->barrier(); });
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::reduce(std::vector<at::Tensor>& tensors,
+                                                              const ::c10d::ReduceOptions& opts) {
+  at::Tensor t = single(tensors, "reduce");
+  checkCpuTensor(t, "reduce");
+  const int root = static_cast<int>(opts.rootRank);
+  BIGBATCH_REQUIRE(root >= 0 && root < getSize(), InvalidArgument,
+                   "reduce to rank {}: the group has ranks 0..{}", root, getSize() - 1);
+  const ReduceKind kind = reduceKindOf(opts.reduceOp, "reduce");
+  checkReducible(t, kind);
+  const CallSignature call{CollectiveKind::kReduce, static_cast<int64_t>(kind) + 8 * root,
+                           t.numel(), static_cast<int64_t>(t.scalar_type())};
+  return enqueue(::c10d::OpType::REDUCE, "bigbatch:reduce", {t}, call,
+                 [this, t, kind, root]() mutable {
+                   reduceTensor(*comm_, *algorithm_, t, kind, root);
+                 });
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::gather(
+    std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+    const ::c10d::GatherOptions& opts) {
+  const at::Tensor input = single(inputs, "gather");
+  checkCpuTensor(input, "gather");
+  const int root = static_cast<int>(opts.rootRank);
+  BIGBATCH_REQUIRE(root >= 0 && root < getSize(), InvalidArgument,
+                   "gather to rank {}: the group has ranks 0..{}", root, getSize() - 1);
+  BIGBATCH_REQUIRE(outputs.size() <= 1, InvalidArgument,
+                   "gather into {} output lists: the bigbatch backend takes one list (of one "
+                   "tensor per rank) on the root",
+                   outputs.size());
+  std::vector<at::Tensor> out = outputs.empty() ? std::vector<at::Tensor>{} : outputs[0];
+  for (const at::Tensor& o : out) checkCpuTensor(o, "gather");
+  checkRootedList(out, input, getSize(), getRank() == root, "gather");
+  const CallSignature call{CollectiveKind::kGather, root, input.numel(),
+                           static_cast<int64_t>(input.scalar_type())};
+  return enqueue(::c10d::OpType::GATHER, "bigbatch:gather", out, call,
+                 [this, input, out, root]() mutable { gatherTensor(*comm_, input, out, root); });
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::scatter(
+    std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+    const ::c10d::ScatterOptions& opts) {
+  at::Tensor output = single(outputs, "scatter");
+  checkCpuTensor(output, "scatter");
+  const int root = static_cast<int>(opts.rootRank);
+  BIGBATCH_REQUIRE(root >= 0 && root < getSize(), InvalidArgument,
+                   "scatter from rank {}: the group has ranks 0..{}", root, getSize() - 1);
+  BIGBATCH_REQUIRE(inputs.size() <= 1, InvalidArgument,
+                   "scatter of {} input lists: the bigbatch backend takes one list (of one "
+                   "tensor per rank) on the root",
+                   inputs.size());
+  std::vector<at::Tensor> in = inputs.empty() ? std::vector<at::Tensor>{} : inputs[0];
+  for (const at::Tensor& t : in) checkCpuTensor(t, "scatter");
+  checkRootedList(in, output, getSize(), getRank() == root, "scatter");
+  const CallSignature call{CollectiveKind::kScatter, root, output.numel(),
+                           static_cast<int64_t>(output.scalar_type())};
+  return enqueue(::c10d::OpType::SCATTER, "bigbatch:scatter", {output}, call,
+                 [this, in, output, root]() mutable { scatterTensor(*comm_, in, output, root); });
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::alltoall(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const ::c10d::AllToAllOptions&) {
+  for (const at::Tensor& t : outputs) checkCpuTensor(t, "all_to_all");
+  for (const at::Tensor& t : inputs) checkCpuTensor(t, "all_to_all");
+  checkAllToAllLists(outputs, inputs, getSize());
+  const CallSignature call{CollectiveKind::kAllToAll, 0, 0,
+                           static_cast<int64_t>(inputs[0].scalar_type())};
+  std::vector<at::Tensor> out = outputs, in = inputs;
+  return enqueue(::c10d::OpType::ALLTOALL, "bigbatch:all_to_all", out, call,
+                 [this, out, in]() mutable { allToAllTensor(*comm_, out, in); });
+}
+
+namespace {
+
+// `t`'s rows split by `sizes` (empty: `parts` equal parts), as views.
+std::vector<at::Tensor> splitRows(const at::Tensor& t, const std::vector<int64_t>& sizes,
+                                  int parts, const char* side) {
+  const int64_t rows = t.dim() == 0 ? 1 : t.size(0);
+  std::vector<at::Tensor> out;
+  if (sizes.empty()) {
+    BIGBATCH_REQUIRE(rows % parts == 0, InvalidArgument,
+                     "all_to_all_single: the {} has {} row(s), not a multiple of the {} rank(s); "
+                     "pass {}_split_sizes",
+                     side, rows, parts, side);
+    for (int r = 0; r < parts; ++r) out.push_back(t.narrow(0, r * (rows / parts), rows / parts));
+    return out;
+  }
+  BIGBATCH_REQUIRE(static_cast<int>(sizes.size()) == parts, InvalidArgument,
+                   "all_to_all_single: {} {} split size(s) on a group of {} rank(s): give one "
+                   "per rank",
+                   sizes.size(), side, parts);
+  int64_t offset = 0;
+  for (const int64_t n : sizes) {
+    BIGBATCH_REQUIRE(n >= 0 && offset + n <= rows, InvalidArgument,
+                     "all_to_all_single: the {} split sizes add up past its {} row(s)", side, rows);
+    out.push_back(t.narrow(0, offset, n));
+    offset += n;
+  }
+  BIGBATCH_REQUIRE(offset == rows, InvalidArgument,
+                   "all_to_all_single: the {} split sizes add up to {} of its {} row(s)", side,
+                   offset, rows);
+  return out;
+}
+
+}  // namespace
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::alltoall_base(
+    at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplitSizes,
+    std::vector<int64_t>& inputSplitSizes, const ::c10d::AllToAllOptions&) {
+  checkCpuTensor(input, "all_to_all_single");
+  checkCpuTensor(output, "all_to_all_single");
+  BIGBATCH_REQUIRE(input.dim() > 0 && output.dim() > 0, InvalidArgument,
+                   "all_to_all_single of a 0-dimensional tensor: it splits dimension 0");
+  std::vector<at::Tensor> out = splitRows(output, outputSplitSizes, getSize(), "output");
+  std::vector<at::Tensor> in = splitRows(input, inputSplitSizes, getSize(), "input");
+  checkAllToAllLists(out, in, getSize());
+  const CallSignature call{CollectiveKind::kAllToAll, 0, 0,
+                           static_cast<int64_t>(input.scalar_type())};
+  return enqueue(::c10d::OpType::ALLTOALL_BASE, "bigbatch:all_to_all_single", {output}, call,
+                 [this, out, in]() mutable { allToAllTensor(*comm_, out, in); });
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::allreduce_coalesced(
+    std::vector<at::Tensor>& tensors, const ::c10d::AllreduceCoalescedOptions& opts) {
+  for (const at::Tensor& t : tensors) checkCpuTensor(t, "all_reduce_coalesced");
+  const ReduceKind kind = reduceKindOf(opts.reduceOp, "all_reduce_coalesced");
+  at::Tensor packed = packTensors(tensors, "all_reduce_coalesced");
+  checkReducible(packed, kind);
+  const CallSignature call{CollectiveKind::kAllreduce, static_cast<int64_t>(kind), packed.numel(),
+                           static_cast<int64_t>(packed.scalar_type())};
+  std::vector<at::Tensor> ts = tensors;
+  // Packed on the caller's thread, unpacked on the communication thread:
+  // the script may change its tensors once the call returns, as with gloo.
+  return enqueue(::c10d::OpType::ALLREDUCE_COALESCED, "bigbatch:allreduce_coalesced", ts, call,
+                 [this, packed, ts, kind]() mutable {
+                   allreduceTensor(*comm_, *algorithm_, packed, kind);
+                   unpackTensors(packed, ts);
+                 });
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::allgather_coalesced(
+    std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+    const ::c10d::AllgatherOptions&) {
+  for (const at::Tensor& t : inputs) checkCpuTensor(t, "all_gather_coalesced");
+  at::Tensor packed = packTensors(inputs, "all_gather_coalesced");
+  BIGBATCH_REQUIRE(static_cast<int>(outputLists.size()) == getSize(), InvalidArgument,
+                   "all_gather_coalesced into {} output list(s) on a group of {} rank(s): give "
+                   "one list per rank",
+                   outputLists.size(), getSize());
+  std::vector<at::Tensor> flatOut;
+  for (const auto& list : outputLists) {
+    BIGBATCH_REQUIRE(list.size() == inputs.size(), InvalidArgument,
+                     "all_gather_coalesced: an output list of {} tensor(s) for {} input(s); each "
+                     "list must match the inputs",
+                     list.size(), inputs.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      checkCpuTensor(list[i], "all_gather_coalesced");
+      BIGBATCH_REQUIRE(list[i].numel() == inputs[i].numel() &&
+                           list[i].scalar_type() == inputs[i].scalar_type(),
+                       InvalidArgument,
+                       "all_gather_coalesced: output {} holds {} {} element(s), its input {} {}",
+                       i, list[i].numel(), c10::toString(list[i].scalar_type()),
+                       inputs[i].numel(), c10::toString(inputs[i].scalar_type()));
+      flatOut.push_back(list[i]);
+    }
+  }
+  const CallSignature call{CollectiveKind::kAllgather, getSize(), packed.numel(),
+                           static_cast<int64_t>(packed.scalar_type())};
+  auto lists = outputLists;
+  return enqueue(::c10d::OpType::ALLGATHER_COALESCED, "bigbatch:allgather_coalesced", flatOut,
+                 call, [this, packed, lists]() mutable {
+                   std::vector<at::Tensor> rows =
+                       at::empty({getSize(), packed.numel()}, packed.options()).unbind(0);
+                   allgatherTensor(*comm_, packed, rows);
+                   for (size_t r = 0; r < lists.size(); ++r) unpackTensors(rows[r], lists[r]);
+                 });
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::compressedAllreduce(

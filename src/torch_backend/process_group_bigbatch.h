@@ -83,6 +83,35 @@ class ProcessGroupBigbatch : public BackendBase {
       const ::c10d::ReduceScatterOptions& opts = ::c10d::ReduceScatterOptions()) override;
   c10::intrusive_ptr<::c10d::Work> barrier(
       const ::c10d::BarrierOptions& opts = ::c10d::BarrierOptions()) override;
+  c10::intrusive_ptr<::c10d::Work> reduce(
+      std::vector<at::Tensor>& tensors,
+      const ::c10d::ReduceOptions& opts = ::c10d::ReduceOptions()) override;
+  c10::intrusive_ptr<::c10d::Work> gather(
+      std::vector<std::vector<at::Tensor>>& outputs, std::vector<at::Tensor>& inputs,
+      const ::c10d::GatherOptions& opts = ::c10d::GatherOptions()) override;
+  c10::intrusive_ptr<::c10d::Work> scatter(
+      std::vector<at::Tensor>& outputs, std::vector<std::vector<at::Tensor>>& inputs,
+      const ::c10d::ScatterOptions& opts = ::c10d::ScatterOptions()) override;
+  c10::intrusive_ptr<::c10d::Work> alltoall(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const ::c10d::AllToAllOptions& opts = ::c10d::AllToAllOptions()) override;
+  // Split along dim 0 by the sizes given (empty: n equal parts).
+  c10::intrusive_ptr<::c10d::Work> alltoall_base(
+      at::Tensor& output, at::Tensor& input, std::vector<int64_t>& outputSplitSizes,
+      std::vector<int64_t>& inputSplitSizes,
+      const ::c10d::AllToAllOptions& opts = ::c10d::AllToAllOptions()) override;
+  c10::intrusive_ptr<::c10d::Work> allreduce_coalesced(
+      std::vector<at::Tensor>& tensors,
+      const ::c10d::AllreduceCoalescedOptions& opts =
+          ::c10d::AllreduceCoalescedOptions()) override;
+  c10::intrusive_ptr<::c10d::Work> allgather_coalesced(
+      std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
+      const ::c10d::AllgatherOptions& opts = ::c10d::AllgatherOptions()) override;
+  // The collectives issued on this group from this process (every call,
+  // counted on the caller's thread as gloo's sequence number is): equal
+  // on every rank that made the same calls.
+  void setSequenceNumberForGroup() override { issued_ = 0; }
+  uint64_t getSequenceNumberForGroup() override { return issued_.load(); }
 
   // A comm hook's bucket through codec `codec` (registered with
   // codecs().add): the bucket's mean over the ranks, in place, as DDP
@@ -143,7 +172,8 @@ class ProcessGroupBigbatch : public BackendBase {
   std::unique_ptr<CompletionPool> completions_;
   std::unique_ptr<CollectiveScheduler> scheduler_;
   std::mutex quiesceMutex_;  // quiesce() from shutdownAll and the destructor
-  std::atomic<int64_t> sequence_{0};
+  std::atomic<int64_t> sequence_{0};  // collectives run (the heartbeat's count)
+  std::atomic<uint64_t> issued_{0};   // collectives issued
   std::mutex brokenMutex_;
   std::string brokenBy_;  // guarded by brokenMutex_: the first failure's message
 };

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <cstring>
+#include <memory>
 #include <optional>
 
 #include "bigbatch/collectives/collectives.h"
@@ -9,6 +11,12 @@
 
 namespace bigbatch::torch_backend {
 namespace {
+
+// Tags of the collectives written here (src/collectives/fold.h holds the
+// library's; these sit in a range no other module uses).
+constexpr int kGatherTag = 0x7e50;
+constexpr int kScatterTag = 0x7e51;
+constexpr int kAllToAllTag = 0x7e52;
 
 // The floating-point types bigbatch's own allreduce sums.
 std::optional<DataType> floatWireType(at::ScalarType t) {
@@ -29,6 +37,11 @@ const char* kindName(CollectiveKind k) {
     case CollectiveKind::kReduceScatter: return "reduce_scatter";
     case CollectiveKind::kBarrier: return "barrier";
     case CollectiveKind::kCompressedAllreduce: return "a bigbatch comm hook's allreduce";
+    case CollectiveKind::kReduce: return "reduce";
+    case CollectiveKind::kGather: return "gather";
+    case CollectiveKind::kScatter: return "scatter";
+    case CollectiveKind::kAllToAll: return "all_to_all";
+    case CollectiveKind::kMonitoredBarrier: return "monitored_barrier";
   }
   return "?";
 }
@@ -103,13 +116,23 @@ std::string describeCall(const CallSignature& s) {
     case CollectiveKind::kReduceScatter:
       what += fmt::format(" ({})", reduceKindName(static_cast<ReduceKind>(s.detail)));
       break;
-    case CollectiveKind::kBroadcast: what += fmt::format(" from rank {}", s.detail); break;
+    case CollectiveKind::kReduce:
+      what += fmt::format(" ({}) to rank {}", reduceKindName(static_cast<ReduceKind>(s.detail % 8)),
+                          s.detail / 8);
+      break;
+    case CollectiveKind::kBroadcast:
+    case CollectiveKind::kScatter: what += fmt::format(" from rank {}", s.detail); break;
+    case CollectiveKind::kGather: what += fmt::format(" to rank {}", s.detail); break;
     case CollectiveKind::kCompressedAllreduce: what += fmt::format(" (codec {})", s.detail); break;
     default: break;
   }
-  if (s.kind == CollectiveKind::kBarrier) return what;
+  if (s.kind == CollectiveKind::kBarrier || s.kind == CollectiveKind::kMonitoredBarrier) {
+    return what;
+  }
   const std::string type =
       s.dtype >= 0 ? c10::toString(static_cast<at::ScalarType>(s.dtype)) : std::string("-");
+  // Each pair's sizes are its own: the call check compares the type only.
+  if (s.kind == CollectiveKind::kAllToAll) return fmt::format("{} of {}", what, type);
   return fmt::format("{} of {} {} element(s)", what, s.numel, type);
 }
 
@@ -223,6 +246,176 @@ void reduceScatterTensor(Communicator& comm, const std::vector<at::Tensor>& inpu
     mine = reduceRows(rows.narrow(1, comm.rank() * m, m), kind);
   }
   output.copy_(mine.view(output.sizes()));
+}
+
+void checkRootedList(const std::vector<at::Tensor>& list, const at::Tensor& like, int ranks,
+                     bool isRoot, const char* op) {
+  if (!isRoot) {
+    BIGBATCH_REQUIRE(list.empty(), InvalidArgument,
+                     "{}: only the root passes a list (this rank passed {} tensor(s)); pass "
+                     "None (or []) on the other ranks",
+                     op, list.size());
+    return;
+  }
+  BIGBATCH_REQUIRE(static_cast<int>(list.size()) == ranks, InvalidArgument,
+                   "{} with {} tensor(s) on the root of a group of {} rank(s): give one per rank",
+                   op, list.size(), ranks);
+  for (const at::Tensor& t : list) {
+    BIGBATCH_REQUIRE(t.numel() == like.numel() && t.scalar_type() == like.scalar_type(),
+                     InvalidArgument,
+                     "{}: a list tensor of {} {} element(s) beside {} {}; every one must match "
+                     "the rank's own tensor in size and type",
+                     op, t.numel(), c10::toString(t.scalar_type()), like.numel(),
+                     c10::toString(like.scalar_type()));
+  }
+}
+
+void checkAllToAllLists(const std::vector<at::Tensor>& outputs,
+                        const std::vector<at::Tensor>& inputs, int ranks) {
+  BIGBATCH_REQUIRE(static_cast<int>(outputs.size()) == ranks &&
+                       static_cast<int>(inputs.size()) == ranks,
+                   InvalidArgument,
+                   "all_to_all with {} output and {} input tensor(s) on a group of {} rank(s): "
+                   "give one per rank on each side",
+                   outputs.size(), inputs.size(), ranks);
+  for (int r = 0; r < ranks; ++r) {
+    BIGBATCH_REQUIRE(outputs[r].scalar_type() == inputs[0].scalar_type() &&
+                         inputs[r].scalar_type() == inputs[0].scalar_type(),
+                     InvalidArgument,
+                     "all_to_all of {} and {} tensors in one call: every tensor of the call "
+                     "must have one type",
+                     c10::toString(inputs[0].scalar_type()),
+                     c10::toString(outputs[r].scalar_type() != inputs[0].scalar_type()
+                                       ? outputs[r].scalar_type()
+                                       : inputs[r].scalar_type()));
+  }
+}
+
+at::Tensor packTensors(const std::vector<at::Tensor>& tensors, const char* op) {
+  BIGBATCH_REQUIRE(!tensors.empty(), InvalidArgument, "{} of an empty list", op);
+  std::vector<at::Tensor> flat;
+  flat.reserve(tensors.size());
+  for (const at::Tensor& t : tensors) {
+    BIGBATCH_REQUIRE(t.scalar_type() == tensors[0].scalar_type(), InvalidArgument,
+                     "{} of {} and {} tensors in one list: the bigbatch backend coalesces "
+                     "tensors of one type; make one call per type",
+                     op, c10::toString(tensors[0].scalar_type()), c10::toString(t.scalar_type()));
+    flat.push_back(t.reshape({-1}));
+  }
+  return at::cat(flat);
+}
+
+void unpackTensors(const at::Tensor& packed, std::vector<at::Tensor>& tensors) {
+  int64_t offset = 0;
+  for (at::Tensor& t : tensors) {
+    t.copy_(packed.narrow(0, offset, t.numel()).view(t.sizes()));
+    offset += t.numel();
+  }
+}
+
+void reduceTensor(Communicator& comm, Allreduce& algorithm, at::Tensor& tensor, ReduceKind kind,
+                  int root) {
+  BIGBATCH_REQUIRE(root >= 0 && root < comm.size(), InvalidArgument,
+                   "reduce to rank {}: the group has ranks 0..{}", root, comm.size() - 1);
+  // A reduce moves (n-1)/n of the tensor out of every rank and into the
+  // root twice over (reduce-scatter, then gather); the allreduce moves the
+  // same per rank and runs on the tuned algorithms and the shared-memory
+  // phase. The other ranks reduce a scratch copy: their tensors stay as
+  // they were, as NCCL's in-place reduce leaves them.
+  if (comm.rank() == root) {
+    allreduceTensor(comm, algorithm, tensor, kind);
+    return;
+  }
+  at::Tensor scratch = tensor.contiguous().clone();
+  allreduceTensor(comm, algorithm, scratch, kind);
+}
+
+void gatherTensor(Communicator& comm, const at::Tensor& input, std::vector<at::Tensor>& outputs,
+                  int root) {
+  const int n = comm.size();
+  const bool isRoot = comm.rank() == root;
+  checkRootedList(outputs, input, n, isRoot, "gather");
+  const at::Tensor in = input.contiguous();
+  const size_t bytes = static_cast<size_t>(in.numel()) * in.element_size();
+  if (!isRoot) {
+    comm.send(in.data_ptr(), bytes, root, kGatherTag);
+    return;
+  }
+  std::vector<at::Tensor> staged(static_cast<size_t>(n));
+  std::vector<std::unique_ptr<Request>> recvs;
+  for (int s = 1; s < n; ++s) {
+    const int r = (root + s) % n;
+    at::Tensor& out = outputs[static_cast<size_t>(r)];
+    staged[static_cast<size_t>(r)] = out.is_contiguous() ? out : at::empty_like(in);
+    recvs.push_back(comm.irecv(staged[static_cast<size_t>(r)].data_ptr(), bytes, r, kGatherTag));
+  }
+  for (auto& q : recvs) q->wait();
+  outputs[static_cast<size_t>(root)].copy_(in.view(outputs[static_cast<size_t>(root)].sizes()));
+  for (int r = 0; r < n; ++r) {
+    at::Tensor& out = outputs[static_cast<size_t>(r)];
+    if (r != root && !staged[static_cast<size_t>(r)].is_same(out)) {
+      out.copy_(staged[static_cast<size_t>(r)].view(out.sizes()));
+    }
+  }
+}
+
+void scatterTensor(Communicator& comm, const std::vector<at::Tensor>& inputs, at::Tensor& output,
+                   int root) {
+  const int n = comm.size();
+  const bool isRoot = comm.rank() == root;
+  checkRootedList(inputs, output, n, isRoot, "scatter");
+  const size_t bytes = static_cast<size_t>(output.numel()) * output.element_size();
+  if (!isRoot) {
+    onContiguous(output, [&](at::Tensor& t) { comm.recv(t.data_ptr(), bytes, root, kScatterTag); });
+    return;
+  }
+  std::vector<at::Tensor> staged;
+  std::vector<std::unique_ptr<Request>> sends;
+  for (int s = 1; s < n; ++s) {
+    const int r = (root + s) % n;
+    staged.push_back(inputs[static_cast<size_t>(r)].contiguous());
+    sends.push_back(comm.isend(staged.back().data_ptr(), bytes, r, kScatterTag));
+  }
+  output.copy_(inputs[static_cast<size_t>(root)].view(output.sizes()));
+  for (auto& q : sends) q->wait();
+}
+
+void allToAllTensor(Communicator& comm, std::vector<at::Tensor>& outputs,
+                    const std::vector<at::Tensor>& inputs) {
+  const int n = comm.size();
+  const int me = comm.rank();
+  checkAllToAllLists(outputs, inputs, n);
+  auto bytesOf = [](const at::Tensor& t) {
+    return static_cast<size_t>(t.numel()) * t.element_size();
+  };
+  std::vector<at::Tensor> in(static_cast<size_t>(n)), out(static_cast<size_t>(n));
+  std::vector<std::unique_ptr<Request>> pending;
+  // Receives first, so that every message finds its buffer posted; then
+  // the sends, to rank + s at step s (each rank starts with a different
+  // peer: no rank is everyone's first).
+  for (int s = 1; s < n; ++s) {
+    const int src = (me - s + n) % n;
+    at::Tensor& o = outputs[static_cast<size_t>(src)];
+    out[static_cast<size_t>(src)] = o.is_contiguous() ? o : at::empty(o.sizes(), o.options());
+    pending.push_back(comm.irecv(out[static_cast<size_t>(src)].data_ptr(),
+                                 bytesOf(out[static_cast<size_t>(src)]), src, kAllToAllTag));
+  }
+  for (int s = 1; s < n; ++s) {
+    const int dst = (me + s) % n;
+    in[static_cast<size_t>(dst)] = inputs[static_cast<size_t>(dst)].contiguous();
+    pending.push_back(comm.isend(in[static_cast<size_t>(dst)].data_ptr(),
+                                 bytesOf(in[static_cast<size_t>(dst)]), dst, kAllToAllTag));
+  }
+  at::Tensor& self = outputs[static_cast<size_t>(me)];
+  BIGBATCH_REQUIRE(self.numel() == inputs[static_cast<size_t>(me)].numel(), MismatchError,
+                   "all_to_all: this rank sends itself {} element(s) but expects {} from itself",
+                   inputs[static_cast<size_t>(me)].numel(), self.numel());
+  self.copy_(inputs[static_cast<size_t>(me)].reshape(self.sizes()));
+  for (auto& q : pending) q->wait();
+  for (int r = 0; r < n; ++r) {
+    at::Tensor& o = outputs[static_cast<size_t>(r)];
+    if (r != me && !out[static_cast<size_t>(r)].is_same(o)) o.copy_(out[static_cast<size_t>(r)]);
+  }
 }
 
 }  // namespace bigbatch::torch_backend

@@ -17,6 +17,14 @@
 //   reduce_scatter SUM of floats: ring reduce-scatter; other ops and types
 //                  as allreduce's gather path
 //   barrier        dissemination barrier
+//   reduce         the allreduce (into a scratch copy off the root): the
+//                  same bytes a rank as reduce-scatter plus a gather to the
+//                  root, on the tuned algorithms; other ranks keep theirs
+//   gather,        every rank straight to (from) the root, all posted at
+//   scatter        once (the root's link is the limit either way)
+//   all_to_all     every pair at once, posted in rotated order (rank + s)
+//                  so no peer is everyone's first; uneven sizes per pair
+//   *_coalesced    the list packed into one tensor, one collective, unpacked
 //
 // Before each collective the ranks compare what they were called with (an
 // allgather of 32 bytes a rank): a rank that passes another operation,
@@ -47,12 +55,17 @@ enum class CollectiveKind {
   kReduceScatter,
   kBarrier,
   kCompressedAllreduce,
+  kReduce,
+  kGather,
+  kScatter,
+  kAllToAll,
+  kMonitoredBarrier,
 };
 
 // What a rank passed to a collective, compared across ranks first.
 struct CallSignature {
   CollectiveKind kind = CollectiveKind::kBarrier;
-  int64_t detail = 0;  // the reduce kind, the root, or a codec's id
+  int64_t detail = 0;  // the reduce kind (reduce: kind + 8 x root), the root, or a codec's id
   int64_t numel = 0;
   int64_t dtype = -1;  // c10::ScalarType, -1: none
 };
@@ -87,5 +100,30 @@ void allgatherTensor(Communicator& comm, const at::Tensor& input, std::vector<at
 // inputs[r] is this rank's contribution to rank r's `output`.
 void reduceScatterTensor(Communicator& comm, const std::vector<at::Tensor>& inputs,
                          at::Tensor& output, ReduceKind kind);
+// `tensor` reduced into the root's; the other ranks' tensors unchanged.
+void reduceTensor(Communicator& comm, Allreduce& algorithm, at::Tensor& tensor, ReduceKind kind,
+                  int root);
+// On the root, outputs[r] receives rank r's `input` (outputs: one per rank,
+// each of input's size and type); elsewhere `outputs` is empty.
+void gatherTensor(Communicator& comm, const at::Tensor& input, std::vector<at::Tensor>& outputs,
+                  int root);
+// On the root, inputs[r] goes to rank r's `output`; elsewhere `inputs` is empty.
+void scatterTensor(Communicator& comm, const std::vector<at::Tensor>& inputs, at::Tensor& output,
+                   int root);
+// outputs[r] receives rank r's inputs[this rank]: one tensor per rank each
+// side, of one type; a pair's sizes must agree (the transport names a
+// difference), other pairs' may differ.
+void allToAllTensor(Communicator& comm, std::vector<at::Tensor>& outputs,
+                    const std::vector<at::Tensor>& inputs);
+
+// The shape checks of gather, scatter and all_to_all, on the caller's thread.
+void checkRootedList(const std::vector<at::Tensor>& list, const at::Tensor& like, int ranks,
+                     bool isRoot, const char* op);
+void checkAllToAllLists(const std::vector<at::Tensor>& outputs,
+                        const std::vector<at::Tensor>& inputs, int ranks);
+// `tensors` packed into one contiguous 1-D tensor, and back: the coalesced
+// collectives' one exchange. All of one type (InvalidArgument otherwise).
+at::Tensor packTensors(const std::vector<at::Tensor>& tensors, const char* op);
+void unpackTensors(const at::Tensor& packed, std::vector<at::Tensor>& tensors);
 
 }  // namespace bigbatch::torch_backend

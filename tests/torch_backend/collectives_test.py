@@ -18,14 +18,19 @@ compares to gloo within 2 ulps of the sum's magnitude times the ranks (the
 two sum in different orders on 3 ranks).
 
 Then what a user gets wrong and the group survives: a sparse tensor, AVG
-of integers (refused before anything is sent). (Complex tensors PyTorch
-itself sends as their real view.)
+of integers (refused before anything is sent), wrong lists and splits.
+(Complex tensors PyTorch itself sends as their real view.)
+
+Also reduce (every root), gather and scatter (every root, every dtype),
+all_to_all and all_to_all_single with uneven sizes, the coalesced forms,
+gather_object / scatter_object_list, and the group's sequence number.
 
   mpirun -np N /usr/bin/python3 collectives_test.py   (PYTHONPATH: the built bigbatch_torch)
 """
 import os
 import sys
 import traceback
+import warnings
 from datetime import timedelta
 
 import torch
@@ -82,6 +87,8 @@ def with_gloo(what, run):
 
 
 def main():
+    # "all_reduce_coalesced will be deprecated": it is still called, and tested
+    warnings.filterwarnings("ignore", message=".*coalesced will be deprecated")
     dist.init_process_group("bigbatch", timeout=timedelta(seconds=20))
     rank, n = dist.get_rank(), dist.get_world_size()
     gloo = dist.new_group(backend="gloo")
@@ -148,6 +155,47 @@ def main():
             scatter_from(out, torch.cat(parts), op=op)
             check(torch.equal(out, want), f"reduce_scatter_tensor {name} {dtype}")
 
+        # reduce to every root: the root holds the reduction, the others
+        # keep their tensors (as NCCL's in-place reduce leaves them)
+        for root in range(n):
+            for name in ("SUM", "MIN"):
+                t = values(rank, n, dtype)
+                dist.reduce(t, dst=root, op=OPS[name])
+                want = expected_reduce(n, dtype, name) if rank == root else values(rank, n, dtype)
+                check(torch.equal(t, want), f"reduce {name} {dtype} to {root}")
+                ref = values(rank, n, dtype)
+
+                def gloo_reduce():
+                    dist.reduce(ref, dst=root, op=OPS[name], group=gloo)
+                    check(rank != root or torch.equal(t, ref), f"reduce {name} {dtype}: bigbatch != gloo")
+                with_gloo(f"reduce {name} {dtype} to {root}", gloo_reduce)
+
+            # gather to, scatter from this root
+            outs = [torch.empty(33, dtype=dtype) for _ in range(n)] if rank == root else None
+            dist.gather(values(rank, n, dtype), outs, dst=root)
+            check(rank != root or all(torch.equal(outs[r], values(r, n, dtype)) for r in range(n)),
+                  f"gather {dtype} to {root}")
+            out = torch.empty(33, dtype=dtype)
+            parts = [values(r, n, dtype) for r in range(n)] if rank == root else None
+            dist.scatter(out, parts, src=root)
+            check(torch.equal(out, values(rank, n, dtype)), f"scatter {dtype} from {root}")
+
+        # all_to_all_single, uneven: rank r sends c + 1 rows of 3 to rank c,
+        # each row filled with 100 r + c (wrapped to the type)
+        in_splits = [c + 1 for c in range(n)]
+        out_splits = [rank + 1] * n
+        src = torch.cat([torch.full((c + 1, 3), 100 * rank + c) for c in range(n)])
+        out = torch.empty(sum(out_splits), 3, dtype=dtype)
+        dist.all_to_all_single(out, cast(src.double(), dtype), out_splits, in_splits)
+        want = cast(torch.cat([torch.full((rank + 1, 3), 100 * r + rank) for r in range(n)]).double(), dtype)
+        check(torch.equal(out, want), f"all_to_all_single uneven {dtype}")
+        ref = torch.empty_like(out)
+
+        def gloo_all_to_all():
+            dist.all_to_all_single(ref, cast(src.double(), dtype), out_splits, in_splits, group=gloo)
+            check(torch.equal(out, ref), f"all_to_all_single {dtype}: bigbatch != gloo")
+        with_gloo(f"all_to_all_single {dtype}", gloo_all_to_all)
+
         # a non-contiguous tensor (every other element of a longer one):
         # reduced in place, the elements between untouched
         base = torch.stack([values(rank, n, dtype), torch.zeros(33, dtype=dtype)], dim=1)
@@ -158,6 +206,44 @@ def main():
               torch.equal(base[:, 1], torch.zeros(33, dtype=dtype)),
               f"all_reduce of a non-contiguous {dtype} tensor")
     dist.barrier()
+
+    # all_to_all of lists, uneven: rank r sends r + c + 1 values to rank c
+    outs = [torch.empty(r + rank + 1) for r in range(n)]
+    dist.all_to_all(outs, [torch.full((rank + c + 1,), float(10 * rank + c)) for c in range(n)])
+    check(all(torch.equal(outs[r], torch.full((r + rank + 1,), float(10 * r + rank))) for r in range(n)),
+          "all_to_all of lists")
+    # equal parts when no split sizes are given
+    out = torch.empty(2 * n)
+    dist.all_to_all_single(out, torch.arange(2 * n, dtype=torch.float32) + 100 * rank)
+    want = torch.cat([torch.arange(2 * rank, 2 * rank + 2, dtype=torch.float32) + 100 * r for r in range(n)])
+    check(torch.equal(out, want), f"all_to_all_single in equal parts: {out.tolist()}")
+
+    # the coalesced forms: a list through one exchange
+    ts = [values(rank, n, torch.float32, 5), values(rank, n, torch.float32, 7).view(7, 1)]
+    dist.all_reduce_coalesced(ts)
+    check(torch.equal(ts[0], expected_reduce(n, torch.float32, "SUM", 5)) and
+          torch.equal(ts[1].view(-1), expected_reduce(n, torch.float32, "SUM", 7)), "all_reduce_coalesced")
+    ins = [values(rank, n, torch.int64, 4), values(rank, n, torch.int64, 6)]
+    lists = [[torch.empty(4, dtype=torch.int64), torch.empty(6, dtype=torch.int64)] for _ in range(n)]
+    dist.all_gather_coalesced(lists, ins)
+    check(all(torch.equal(lists[r][0], values(r, n, torch.int64, 4)) and
+              torch.equal(lists[r][1], values(r, n, torch.int64, 6)) for r in range(n)),
+          "all_gather_coalesced")
+
+    # the object collectives built on gather and scatter
+    got = [None] * n if rank == 0 else None
+    dist.gather_object({"rank": rank, "name": "x" * rank}, got, dst=0)
+    check(rank != 0 or got == [{"rank": r, "name": "x" * r} for r in range(n)], f"gather_object: {got}")
+    mine = [None]
+    dist.scatter_object_list(mine, [("to", r) for r in range(n)] if rank == 0 else None, src=0)
+    check(mine[0] == ("to", rank), f"scatter_object_list: {mine}")
+
+    # the sequence number: every rank made the same calls
+    pg = dist.distributed_c10d._get_default_group()
+    seqs = [None] * n
+    seq = pg._get_sequence_number_for_group()
+    dist.all_gather_object(seqs, seq)
+    check(seq > 0 and len(set(seqs)) == 1, f"sequence numbers {seqs}")
 
     # Random fp32 against gloo: the same to a few ulps of the sum.
     g = torch.Generator().manual_seed(100 + rank)
@@ -192,6 +278,24 @@ def main():
     except RuntimeError as e:
         check("every input must match the output's size and type" in str(e),
               f"the reduce_scatter refusal: {e}")
+    try:
+        dist.gather(torch.ones(3), [torch.empty(3)] * n if rank != 0 else [torch.empty(3)] * (n + 1), dst=0)
+        check(False, "a gather with a wrong list ran")
+    except (RuntimeError, ValueError) as e:
+        check("give one per rank" in str(e) or "only the root" in str(e) or "gather_list" in str(e),
+              f"the gather refusal: {e}")
+    try:
+        dist.all_to_all_single(torch.empty(n + 1), torch.empty(n + 1))
+        check(False, "an all_to_all_single of unsplittable rows ran")
+    except RuntimeError as e:
+        check("not a multiple of" in str(e), f"the all_to_all_single refusal: {e}")
+    try:
+        # (torch.distributed refuses mixed types itself: the group's own check)
+        dist.distributed_c10d._get_default_group().allreduce_coalesced(
+            [torch.ones(2), torch.ones(2, dtype=torch.float64)], dist.AllreduceCoalescedOptions())
+        check(False, "a mixed-type all_reduce_coalesced ran")
+    except RuntimeError as e:
+        check("make one call per type" in str(e), f"the all_reduce_coalesced refusal: {e}")
     t = torch.ones(5)
     dist.all_reduce(t)
     check(torch.equal(t, torch.full((5,), float(n))), "an allreduce after the refusals")
