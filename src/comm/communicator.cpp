@@ -36,6 +36,13 @@ Communicator::Communicator() {
   id_ = next++;
 }
 
+std::unique_ptr<Request> Communicator::irecvAny(void*, size_t, int tag) {
+  BIGBATCH_THROW(InvalidArgument,
+                 "a receive from any source (tag {}) over {}: this transport has none; start "
+                 "with mpirun, or under torchrun with BIGBATCH_TRANSPORT=ucx (the default)",
+                 tag, transportName());
+}
+
 void Communicator::send(const void* data, size_t bytes, int peer, int tag) {
   isend(data, bytes, peer, tag)->wait();
 }

@@ -187,6 +187,15 @@ class GlooRequest : public Request {
     }
   }
 
+  bool test() override {
+    if (done_) return true;
+    BIGBATCH_THROW(InvalidArgument,
+                   "a request polled over Gloo's transport (rank {}, tag {}): Gloo cannot test "
+                   "an operation without waiting for it; use BIGBATCH_TRANSPORT=ucx (the "
+                   "default) or mpirun",
+                   peer_, tag_);
+  }
+
   void wait() override {
     if (done_) return;
     {

@@ -38,7 +38,10 @@ class InProcessGroup : public std::enable_shared_from_this<InProcessGroup> {
   }
 
   // Blocks until a message from (src, tag) reaches `dst`, then copies it out.
-  void take(int dst, int src, int tag, void* data, size_t bytes, int64_t timeoutMs) {
+  // Takes the message of `tag` from `src` (-1: any rank, then set to the
+  // sender's). `poll`: false at once when none has arrived.
+  bool take(int dst, int& src, int tag, void* data, size_t bytes, int64_t timeoutMs,
+            bool poll = false) {
     std::unique_lock<std::mutex> lock(mutex_);
     const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
     auto& box = mailbox_[dst];
@@ -46,7 +49,7 @@ class InProcessGroup : public std::enable_shared_from_this<InProcessGroup> {
       // A message already delivered is taken even after a peer failed, as an
       // MPI receive that matched would complete.
       auto it = std::find_if(box.begin(), box.end(), [&](const InProcessMessage& m) {
-        return m.src == src && m.tag == tag;
+        return (src < 0 || m.src == src) && m.tag == tag;
       });
       if (it != box.end()) {
         if (it->bytes.size() != bytes) {
@@ -56,12 +59,14 @@ class InProcessGroup : public std::enable_shared_from_this<InProcessGroup> {
                          src, tag, it->bytes.size(), bytes);
         }
         if (bytes) std::memcpy(data, it->bytes.data(), bytes);
+        src = it->src;
         box.erase(it);
-        return;
+        return true;
       }
       if (!error_.empty()) {
         throw MismatchError(detail::withRank(fmt::format("a peer failed: {}", error_)));
       }
+      if (poll) return false;
       if (cv_.wait_until(lock, deadline) == std::cv_status::timeout) {
         BIGBATCH_THROW(TimeoutError,
                        "rank {} sent nothing (tag {}) within {} ms (in-process recv); the peer "
@@ -180,6 +185,7 @@ namespace {
 class DoneRequest : public Request {
  public:
   void wait() override {}
+  bool test() override { return true; }
 };
 
 class InProcessRecv : public Request {
@@ -193,6 +199,11 @@ class InProcessRecv : public Request {
     g_->take(dst_, src_, tag_, data_, bytes_, timeoutMs_);
     done_ = true;
   }
+  bool test() override {
+    if (!done_) done_ = g_->take(dst_, src_, tag_, data_, bytes_, 0, /*poll=*/true);
+    return done_;
+  }
+  int source() const override { return src_; }
 
  private:
   std::shared_ptr<InProcessGroup> g_;
@@ -241,6 +252,9 @@ class InProcessCommunicator : public Communicator {
   std::unique_ptr<Request> irecv(void* data, size_t bytes, int peer, int tag) override {
     checkPeer(peer);
     return std::make_unique<InProcessRecv>(group_, rank_, peer, tag, data, bytes, timeoutMs_);
+  }
+  std::unique_ptr<Request> irecvAny(void* data, size_t bytes, int tag) override {
+    return std::make_unique<InProcessRecv>(group_, rank_, -1, tag, data, bytes, timeoutMs_);
   }
   std::unique_ptr<Communicator> split(int color, int key) override {
     auto [group, newRank] = group_->split(rank_, color, key, timeoutMs_);

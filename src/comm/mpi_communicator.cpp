@@ -49,25 +49,9 @@ class MpiRequest : public Request {
   }
 
   void wait() override {
-    if (req_ == MPI_REQUEST_NULL) return;
-    const auto start = std::chrono::steady_clock::now();
-    const auto deadline = start + std::chrono::milliseconds(comm_->timeoutMs());
-    MPI_Status status;
-    int flag = 0;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(comm_->timeoutMs());
     PeerWait idle;  // spin, then yield (compute thread) or sleep (background)
-    for (;;) {
-      int rc = MPI_Test(&req_, &flag, &status);
-      if (rc != MPI_SUCCESS) {
-        comm_->markBroken();
-        if (isRecv_ && (rc == MPI_ERR_TRUNCATE || status.MPI_ERROR == MPI_ERR_TRUNCATE)) {
-          BIGBATCH_THROW(MismatchError,
-                         "message from rank {} (tag {}) is larger than the {} bytes this rank "
-                         "expected: the ranks called the collective with different sizes or types",
-                         peer_, tag_, bytes_);
-        }
-        checkMpi(rc, isRecv_ ? "MPI_Irecv/MPI_Test" : "MPI_Isend/MPI_Test");
-      }
-      if (flag) break;
+    while (!step()) {
       if ((idle.polls() & 63) == 63) {  // every 64th unsuccessful test
         comm_->checkPeerErrors();
         if (std::chrono::steady_clock::now() > deadline) {
@@ -81,8 +65,37 @@ class MpiRequest : public Request {
       }
       idle.idle();
     }
+  }
+
+  bool test() override {
+    if (step()) return true;
+    comm_->checkPeerErrors();
+    return false;
+  }
+
+  int source() const override { return peer_; }
+
+ private:
+  // One MPI_Test: true once complete (the received size checked).
+  bool step() {
+    if (req_ == MPI_REQUEST_NULL) return true;
+    MPI_Status status;
+    int flag = 0;
+    const int rc = MPI_Test(&req_, &flag, &status);
+    if (rc != MPI_SUCCESS) {
+      comm_->markBroken();
+      if (isRecv_ && (rc == MPI_ERR_TRUNCATE || status.MPI_ERROR == MPI_ERR_TRUNCATE)) {
+        BIGBATCH_THROW(MismatchError,
+                       "message from rank {} (tag {}) is larger than the {} bytes this rank "
+                       "expected: the ranks called the collective with different sizes or types",
+                       peer_ == MPI_ANY_SOURCE ? status.MPI_SOURCE : peer_, tag_, bytes_);
+      }
+      checkMpi(rc, isRecv_ ? "MPI_Irecv/MPI_Test" : "MPI_Isend/MPI_Test");
+    }
+    if (!flag) return false;
     req_ = MPI_REQUEST_NULL;
     if (isRecv_) {
+      if (peer_ == MPI_ANY_SOURCE) peer_ = status.MPI_SOURCE;
       int count = 0;
       MPI_Get_count(&status, MPI_BYTE, &count);
       if (static_cast<size_t>(count) != bytes_) {
@@ -93,9 +106,9 @@ class MpiRequest : public Request {
                        peer_, tag_, count, bytes_);
       }
     }
+    return true;
   }
 
- private:
   MpiCommunicator* comm_;
   MPI_Request req_;
   size_t bytes_;
@@ -162,6 +175,15 @@ std::unique_ptr<Request> MpiCommunicator::irecv(void* data, size_t bytes, int pe
   MPI_Request req;
   checkMpi(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, peer, tag, comm_, &req), "MPI_Irecv");
   return std::make_unique<MpiRequest>(this, req, bytes, peer, tag, true);
+}
+
+std::unique_ptr<Request> MpiCommunicator::irecvAny(void* data, size_t bytes, int tag) {
+  BIGBATCH_REQUIRE(bytes <= static_cast<size_t>(INT_MAX), InvalidArgument,
+                   "one message of {} bytes exceeds MPI's int count; split it", bytes);
+  MPI_Request req;
+  checkMpi(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, MPI_ANY_SOURCE, tag, comm_, &req),
+           "MPI_Irecv");
+  return std::make_unique<MpiRequest>(this, req, bytes, MPI_ANY_SOURCE, tag, true);
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {

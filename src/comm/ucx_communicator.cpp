@@ -156,7 +156,8 @@ class UcxRequest : public Request {
       }
       return ucp_request_check_status(request_) != UCS_INPROGRESS;
     };
-    if (!settle(milliseconds(200))) {
+    // A receive from any source has no endpoint to close.
+    if (!settle(milliseconds(200)) && worldPeer_ >= 0) {
       ucp_ep_h& ep = w.endpoints[static_cast<size_t>(worldPeer_)];
       if (ep != nullptr) {
         ucp_request_param_t p{};
@@ -183,59 +184,97 @@ class UcxRequest : public Request {
 
   void wait() override {
     if (request_ == nullptr) return;
-    BIGBATCH_REQUIRE(!world_->poisoned, PeerError,
-                     "UCX's worker is unusable after an earlier failure; waited for rank {} "
-                     "(tag {}, {} bytes)",
-                     peer_, tag_, bytes_);
+    checkUsable();
     const auto deadline = Clock::now() + milliseconds(comm_->timeoutMs());
     PeerWait idle;
     ucp_tag_recv_info_t info{};
     ucs_status_t status = UCS_INPROGRESS;
     for (;;) {
       ucp_worker_progress(world_->worker);
-      status = isRecv_ ? ucp_tag_recv_request_test(request_, &info)
-                       : ucp_request_check_status(request_);
+      status = poll(info);
       if (status != UCS_INPROGRESS) break;
       if ((idle.polls() & 63) == 63) {
-        world_->throwNotice();
-        // A receive is not tied to an endpoint: UCX fails it for no peer.
-        const ucs_status_t peer = world_->peerStatus[static_cast<size_t>(worldPeer_)];
-        if (peer != UCS_OK) {
-          world_->broken = true;
-          BIGBATCH_THROW(PeerError, "the connection to rank {} failed while this rank waited to "
-                         "{} (tag {}, {} bytes): {}",
-                         peer_, isRecv_ ? "receive from it" : "send to it", tag_, bytes_,
-                         ucs_status_string(peer));
-        }
+        checkPeer();
         if (Clock::now() > deadline) {
           world_->broken = true;
           BIGBATCH_THROW(TimeoutError,
-                         "rank {} did not {} (tag {}, {} bytes) within {} ms; the peer may have "
+                         "{} did not {} (tag {}, {} bytes) within {} ms; the peer may have "
                          "failed, hung, or called another collective",
-                         peer_, isRecv_ ? "send to this rank" : "receive from this rank", tag_,
-                         bytes_, comm_->timeoutMs());
+                         peerName(), isRecv_ ? "send to this rank" : "receive from this rank",
+                         tag_, bytes_, comm_->timeoutMs());
         }
       }
       idle.idle();
     }
+    finish(status, info);
+  }
+
+  bool test() override {
+    if (request_ == nullptr) return true;
+    checkUsable();
+    ucp_worker_progress(world_->worker);
+    ucp_tag_recv_info_t info{};
+    const ucs_status_t status = poll(info);
+    if (status == UCS_INPROGRESS) {
+      checkPeer();
+      return false;
+    }
+    finish(status, info);
+    return true;
+  }
+
+  int source() const override { return peer_; }
+
+ private:
+  std::string peerName() const {
+    return peer_ >= 0 ? fmt::format("rank {}", peer_) : std::string("no rank");
+  }
+  void checkUsable() const {
+    BIGBATCH_REQUIRE(!world_->poisoned, PeerError,
+                     "UCX's worker is unusable after an earlier failure; waited for {} "
+                     "(tag {}, {} bytes)",
+                     peerName(), tag_, bytes_);
+  }
+  ucs_status_t poll(ucp_tag_recv_info_t& info) {
+    return isRecv_ ? ucp_tag_recv_request_test(request_, &info)
+                   : ucp_request_check_status(request_);
+  }
+  // A peer's notice, or the peer's connection failed (a receive is not tied
+  // to an endpoint: UCX fails it for no peer).
+  void checkPeer() {
+    world_->throwNotice();
+    if (worldPeer_ < 0) return;
+    const ucs_status_t peer = world_->peerStatus[static_cast<size_t>(worldPeer_)];
+    if (peer != UCS_OK) {
+      world_->broken = true;
+      BIGBATCH_THROW(PeerError, "the connection to rank {} failed while this rank waited to "
+                     "{} (tag {}, {} bytes): {}",
+                     peer_, isRecv_ ? "receive from it" : "send to it", tag_, bytes_,
+                     ucs_status_string(peer));
+    }
+  }
+  void finish(ucs_status_t status, const ucp_tag_recv_info_t& info) {
     ucp_request_free(request_);
     request_ = nullptr;
+    if (isRecv_ && peer_ < 0 && status == UCS_OK) {
+      worldPeer_ = static_cast<int>((info.sender_tag >> 16) & 0xfffffffu);
+      peer_ = comm_->rankOfWorldRank(worldPeer_);
+    }
     if (status == UCS_OK && (!isRecv_ || info.length == bytes_)) return;
     world_->broken = true;
     if (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED) throwSizeMismatch(status, info.length);
     world_->throwNotice();  // a peer that said why it failed, then left
-    BIGBATCH_THROW(PeerError, "the connection to rank {} failed while this rank waited to {} "
+    BIGBATCH_THROW(PeerError, "the connection to {} failed while this rank waited to {} "
                    "(tag {}, {} bytes): {}",
-                   peer_, isRecv_ ? "receive from it" : "send to it", tag_, bytes_,
+                   peerName(), isRecv_ ? "receive from it" : "send to it", tag_, bytes_,
                    ucs_status_string(status));
   }
 
- private:
   [[noreturn]] void throwSizeMismatch(ucs_status_t status, size_t length) const {
     BIGBATCH_THROW(MismatchError,
-                   "message from rank {} (tag {}) {} than the {} bytes this rank expected: the "
+                   "message from {} (tag {}) {} than the {} bytes this rank expected: the "
                    "ranks called the collective with different sizes or types",
-                   peer_, tag_,
+                   peerName(), tag_,
                    status == UCS_OK ? fmt::format("holds {} bytes, fewer", length)
                                     : std::string("is larger"),
                    bytes_);
@@ -366,6 +405,31 @@ std::unique_ptr<Request> UcxCommunicator::irecv(void* data, size_t bytes, int pe
   }
   request->start(r);
   return request;
+}
+
+std::unique_ptr<Request> UcxCommunicator::irecvAny(void* data, size_t bytes, int tag) {
+  BIGBATCH_REQUIRE(tag >= 0 && tag < kErrorTag, InvalidArgument,
+                   "tag {} outside 0 .. 65534, the range UCX tags carry here", tag);
+  auto request = std::make_unique<UcxRequest>(world_, this, bytes, -1, -1, tag, true);
+  ucp_request_param_t p = contiguousBytes();
+  p.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  constexpr ucp_tag_t kAnySender = ~(ucp_tag_t{0xfffffffu} << 16);
+  ucs_status_ptr_t r =
+      ucp_tag_recv_nbx(world_->worker, data, bytes, tagOf(space_, 0, tag), kAnySender, &p);
+  if (UCS_PTR_IS_ERR(r)) {
+    world_->broken = true;
+    BIGBATCH_THROW(PeerError, "UCX refused a receive from any source (tag {}, {} bytes): {}", tag,
+                   bytes, ucs_status_string(UCS_PTR_STATUS(r)));
+  }
+  request->start(r);
+  return request;
+}
+
+int UcxCommunicator::rankOfWorldRank(int world) const {
+  for (size_t r = 0; r < members_.size(); ++r) {
+    if (members_[r] == world) return static_cast<int>(r);
+  }
+  return -1;
 }
 
 std::unique_ptr<Communicator> UcxCommunicator::split(int color, int key) {

@@ -26,6 +26,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "bigbatch/ddp/bucket_layout.h"
@@ -91,7 +92,11 @@ class GradientBuckets {
   std::vector<torch::Tensor> buffers_;  // one flat fp32 tensor per bucket
   std::vector<size_t> bucketOf_;        // param -> bucket
   std::vector<torch::Tensor> views_;    // param -> its gradient view
-  std::vector<std::shared_ptr<torch::autograd::Node>> accumulators_;
+  // What grad_accumulator returns: a std::shared_ptr in PyTorch 1.13 and
+  // 2.11, a c10::intrusive_ptr in 2.15.
+  using Accumulator =
+      decltype(torch::autograd::impl::grad_accumulator(std::declval<const torch::Tensor&>()));
+  std::vector<Accumulator> accumulators_;
   std::vector<uintptr_t> hookKeys_;
   std::vector<char> ready_;
   std::vector<int64_t> pending_;  // per bucket: params not yet ready

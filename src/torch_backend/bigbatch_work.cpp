@@ -36,6 +36,12 @@ bool BigbatchWork::wait(std::chrono::milliseconds timeout) {
   return done;
 }
 
+int BigbatchWork::sourceRank() const {
+  const int source = source_.load();
+  TORCH_CHECK(source >= 0, "sourceRank() is known only for a completed recv (bigbatch backend)");
+  return source;
+}
+
 bool BigbatchWork::isCompleted() {
   return ::c10d::Work::isCompleted() && future_->completed();
 }

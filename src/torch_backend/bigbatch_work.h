@@ -17,6 +17,7 @@
 
 #include <ATen/core/ivalue.h>
 
+#include <atomic>
 #include <condition_variable>
 #include <exception>
 #include <memory>
@@ -45,6 +46,10 @@ class BigbatchWork : public ::c10d::Work {
   bool wait(std::chrono::milliseconds timeout = kNoTimeout) override;
   bool isCompleted() override;
   std::vector<at::Tensor> result() override { return outputs_; }
+  // A receive's sender (torch.distributed's recv returns it); set before
+  // finishRun.
+  int sourceRank() const override;
+  void setSourceRank(int rank) { source_ = rank; }
   c10::intrusive_ptr<c10::ivalue::Future> getFuture() override { return future_; }
 
  private:
@@ -56,6 +61,7 @@ class BigbatchWork : public ::c10d::Work {
     bool done = false;  // guarded by mutex
   };
   std::vector<at::Tensor> outputs_;
+  std::atomic<int> source_{-1};
   c10::intrusive_ptr<c10::ivalue::Future> future_;
   std::shared_ptr<Completed> completed_ = std::make_shared<Completed>();
 };

@@ -11,6 +11,8 @@ namespace {
 // The family of the completion whose callbacks this thread runs; -1: none.
 thread_local int64_t currentFamily = -1;
 
+constexpr int64_t kFirstPollWaitUs = 20, kMaxPollWaitUs = 1000;
+
 }  // namespace
 
 CollectiveScheduler::CollectiveScheduler() : thread_([this] { loop(); }) {}
@@ -19,6 +21,7 @@ void CollectiveScheduler::stop() {
   {
     const std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = true;
+    ++changes_;
   }
   changed_.notify_all();
   if (thread_.joinable()) thread_.join();
@@ -36,6 +39,7 @@ void CollectiveScheduler::submit(Task task, bool collective) {
                            : collective       ? nextFamily_++
                                               : kNoFamily;
     queue_.push_back({family, std::move(task), std::chrono::steady_clock::now()});
+    ++changes_;
   }
   changed_.notify_all();
 }
@@ -53,10 +57,12 @@ void CollectiveScheduler::callbacksEnded(int64_t family) {
   // must not free the scheduler before this call is done with it.
   const std::lock_guard<std::mutex> lock(mutex_);
   if (--callbacks_[family] == 0) callbacks_.erase(family);
+  ++changes_;
   changed_.notify_all();
 }
 
 bool CollectiveScheduler::next(std::unique_lock<std::mutex>& lock, Queued& out) {
+  int64_t pollWaitUs = kFirstPollWaitUs;
   for (;;) {
     // The active family's next task, in issue order.
     for (auto it = queue_.begin(); it != queue_.end(); ++it) {
@@ -96,6 +102,22 @@ bool CollectiveScheduler::next(std::unique_lock<std::mutex>& lock, Queued& out) 
       stopped_ = true;  // under the same lock: a later submit raises, none is dropped
       return false;
     }
+    if (idlePoll_) {
+      const uint64_t seen = changes_;
+      lock.unlock();
+      const bool inFlight = idlePoll_();
+      lock.lock();
+      if (changes_ != seen) {  // a notify while unlocked: look again
+        pollWaitUs = kFirstPollWaitUs;
+        continue;
+      }
+      if (inFlight) {
+        changed_.wait_for(lock, std::chrono::microseconds(pollWaitUs));
+        pollWaitUs = std::min(kMaxPollWaitUs, 2 * pollWaitUs);
+        continue;
+      }
+      pollWaitUs = kFirstPollWaitUs;
+    }
     if (activeRunning || (stopping_ && !callbacks_.empty())) {
       changed_.wait_for(lock, std::chrono::milliseconds(100));
     } else {
@@ -111,6 +133,7 @@ void CollectiveScheduler::loop() {
     lock.unlock();
     q.task(q.family);
     q.task = nullptr;
+    if (idlePoll_) idlePoll_();
     lock.lock();
     idleSince_ = std::chrono::steady_clock::now();
   }

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <future>
 #include <set>
+#include <thread>
 
 #include "bigbatch/comm/world.h"
 #include "bigbatch/common/error.h"
@@ -121,8 +122,13 @@ ProcessGroupBigbatch::ProcessGroupBigbatch(std::unique_ptr<Communicator> comm, i
         [hb] { hb->pulse(); });
   }
   comm_->barrier();  // every rank is here: the group exists
+  if (comm_->pollsRequests()) {
+    // Collective, like the barrier: every rank's transport says the same.
+    p2p_ = std::make_unique<PointToPoint>(comm_->split(0, comm_->rank()));
+  }
   completions_ = std::make_unique<CompletionPool>();
   scheduler_ = std::make_unique<CollectiveScheduler>();
+  if (p2p_) scheduler_->setIdlePoll([this] { return p2p_->poll(); });
   ++live;
   {
     const std::lock_guard<std::mutex> lock(groupsMutex);
@@ -144,6 +150,9 @@ std::string ProcessGroupBigbatch::processFailure() {
 void ProcessGroupBigbatch::quiesce() {
   const std::lock_guard<std::mutex> lock(quiesceMutex_);  // shutdownAll and the destructor
   scheduler_->stop();    // runs what is queued (the thread still uses scheduler_)
+  // Sends and receives nobody waited for end with the group (the thread
+  // has stopped: this thread may touch them now).
+  if (p2p_) p2p_->failAll("the bigbatch process group was shut down before it completed");
   completions_.reset();  // runs the callbacks handed over
   pulse_.reset();
 }
@@ -255,7 +264,9 @@ void ProcessGroupBigbatch::run(const c10::intrusive_ptr<BigbatchWork>& work,
     if (heartbeat_) heartbeat_->beat(seq, Heartbeat::kExchange);
     const std::string what = describeCall(call);
     const StallWatchdog::Scope watched(pulse_.get(), StallWatchdog::kCommThread, what.c_str());
-    checkSameCall(*comm_, call);
+    // The monitored barrier is there to find a rank that never comes: no
+    // call check (an allgather that would wait for it first).
+    if (call.kind != CollectiveKind::kMonitoredBarrier) checkSameCall(*comm_, call);
     body();
     if (heartbeat_) heartbeat_->beat(seq, Heartbeat::kCompute);
     complete(work, nullptr, family);
@@ -264,14 +275,27 @@ void ProcessGroupBigbatch::run(const c10::intrusive_ptr<BigbatchWork>& work,
     try {
       std::rethrow_exception(error);
     } catch (const std::exception& explained) {
-      const std::lock_guard<std::mutex> lock(brokenMutex_);
-      if (brokenBy_.empty()) brokenBy_ = explained.what();
-      const std::lock_guard<std::mutex> process(failureMutex);
-      if (failure.empty()) failure = brokenBy_;
+      recordFailure(explained.what());
     }
-    // The peers' waits end at once instead of at their deadline.
-    comm_->postError(brokenBy_);
     complete(work, error, family);
+  }
+}
+
+void ProcessGroupBigbatch::recordFailure(const std::string& what) {
+  std::string first;
+  {
+    const std::lock_guard<std::mutex> lock(brokenMutex_);
+    if (!brokenBy_.empty()) return;
+    brokenBy_ = what;
+    first = brokenBy_;
+    const std::lock_guard<std::mutex> process(failureMutex);
+    if (failure.empty()) failure = brokenBy_;
+  }
+  // The peers' waits end at once instead of at their deadline.
+  comm_->postError(first);
+  if (p2p_) {
+    p2p_->failAll(fmt::format("[rank {}] the bigbatch process group failed: {}", comm_->rank(),
+                              first));
   }
 }
 
@@ -593,6 +617,159 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::allgather_coalesced(
                    allgatherTensor(*comm_, packed, rows);
                    for (size_t r = 0; r < lists.size(); ++r) unpackTensors(rows[r], lists[r]);
                  });
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::pointToPoint(
+    bool isSend, std::vector<at::Tensor>& tensors, int peer, int tag) {
+  const char* op = isSend ? "send" : "recv";
+  at::Tensor t = single(tensors, op);
+  checkCpuTensor(t, op);
+  BIGBATCH_REQUIRE(p2p_ != nullptr, InvalidArgument,
+                   "{} over {}: its requests cannot be polled, which send and recv need; start "
+                   "with mpirun, or under torchrun with BIGBATCH_TRANSPORT=ucx (the default)",
+                   op, comm_->transportName());
+  BIGBATCH_REQUIRE(peer == -1 || (peer >= 0 && peer < getSize() && peer != getRank()),
+                   InvalidArgument, "{} {} rank {}: the group has ranks 0..{}, this one is {}", op,
+                   isSend ? "to" : "from", peer, getSize() - 1, getRank());
+  BIGBATCH_REQUIRE(tag >= 0 && tag <= PointToPoint::kMaxTag, InvalidArgument,
+                   "{} with tag {}: the bigbatch backend carries tags 0..{}", op, tag,
+                   PointToPoint::kMaxTag);
+  auto work = c10::make_intrusive<BigbatchWork>(
+      getRank(), isSend ? ::c10d::OpType::SEND
+                        : (peer < 0 ? ::c10d::OpType::RECVANYSOURCE : ::c10d::OpType::RECV),
+      isSend ? "bigbatch:send" : "bigbatch:recv", std::vector<at::Tensor>{t});
+  scheduler_->submit(
+      [this, work, t, isSend, peer, tag](int64_t) {
+        // Completions outside any family: a callback's collectives start
+        // their own, as a script's do.
+        constexpr int64_t kNoFamily = -1;
+        {
+          const std::lock_guard<std::mutex> lock(brokenMutex_);
+          if (!brokenBy_.empty()) {
+            complete(work,
+                     std::make_exception_ptr(Error(fmt::format(
+                         "[rank {}] the bigbatch process group failed earlier and cannot run "
+                         "a {}: {}",
+                         comm_->rank(), isSend ? "send" : "recv", brokenBy_))),
+                     kNoFamily);
+            return;
+          }
+        }
+        auto done = [this, work](std::exception_ptr error, int source) {
+          if (error) {
+            try {
+              std::rethrow_exception(error);
+            } catch (const std::exception& e) {
+              recordFailure(e.what());
+            }
+          }
+          work->setSourceRank(source);
+          complete(work, error, kNoFamily);
+        };
+        if (isSend) {
+          p2p_->postSend(t, peer, tag, done);
+        } else {
+          p2p_->postRecv(t, peer, tag, done);
+        }
+      },
+      /*collective=*/false);
+  return work;
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::send(std::vector<at::Tensor>& tensors,
+                                                            int dstRank, int tag) {
+  BIGBATCH_REQUIRE(dstRank >= 0, InvalidArgument, "send to rank {}: name a rank", dstRank);
+  return pointToPoint(true, tensors, dstRank, tag);
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::recv(std::vector<at::Tensor>& tensors,
+                                                            int srcRank, int tag) {
+  BIGBATCH_REQUIRE(srcRank >= 0, InvalidArgument, "recv from rank {}: name a rank", srcRank);
+  return pointToPoint(false, tensors, srcRank, tag);
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::recvAnysource(
+    std::vector<at::Tensor>& tensors, int tag) {
+  return pointToPoint(false, tensors, -1, tag);
+}
+
+void ProcessGroupBigbatch::monitoredBarrier(const ::c10d::BarrierOptions& opts,
+                                            bool waitAllRanks) {
+  const std::chrono::milliseconds timeout =
+      opts.timeout == ::c10d::kUnsetTimeout ? options_.timeout : opts.timeout;
+  const CallSignature call{CollectiveKind::kMonitoredBarrier, 0, 0, -1};
+  auto work = enqueue(::c10d::OpType::BARRIER, "bigbatch:monitored_barrier", {}, call,
+                      [this, timeout, waitAllRanks] { runMonitoredBarrier(timeout, waitAllRanks); });
+  work->wait();
+}
+
+void ProcessGroupBigbatch::runMonitoredBarrier(std::chrono::milliseconds timeout,
+                                               bool waitAllRanks) {
+  constexpr int kArriveTag = 0x7e53, kReleaseTag = 0x7e54;
+  const int n = comm_->size();
+  uint8_t token = 1;
+  if (n == 1) return;
+  const int64_t saved = comm_->timeoutMs();
+  struct Restore {
+    Communicator& c;
+    int64_t ms;
+    ~Restore() { c.setTimeoutMs(ms); }
+  } restore{*comm_, saved};
+  comm_->setTimeoutMs(timeout.count());
+  if (comm_->rank() != 0) {
+    comm_->send(&token, 1, 0, kArriveTag);
+    // Rank 0 may wait the whole timeout for the last rank, then release:
+    // longer here, so that the release is not missed by a hair (a failure
+    // on rank 0 reaches this wait as its error notice, at once).
+    comm_->setTimeoutMs(2 * timeout.count() + 5000);
+    comm_->recv(&token, 1, 0, kReleaseTag);
+    return;
+  }
+  std::vector<uint8_t> tokens(static_cast<size_t>(n));
+  std::vector<std::unique_ptr<Request>> arrivals(static_cast<size_t>(n));
+  for (int r = 1; r < n; ++r) arrivals[r] = comm_->irecv(&tokens[r], 1, r, kArriveTag);
+  std::vector<int> missing;
+  if (comm_->pollsRequests()) {
+    // Every arrival tested under one deadline: the ranks missing at its end
+    // are named together.
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    std::vector<bool> arrived(static_cast<size_t>(n), false);
+    for (;;) {
+      int waiting = 0;
+      for (int r = 1; r < n; ++r) {
+        if (!arrived[r]) arrived[r] = arrivals[r]->test();
+        waiting += arrived[r] ? 0 : 1;
+      }
+      if (waiting == 0) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        for (int r = 1; r < n; ++r) {
+          if (!arrived[r]) missing.push_back(r);
+        }
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    }
+  } else {
+    for (int r = 1; r < n; ++r) {
+      try {
+        arrivals[r]->wait();
+      } catch (const TimeoutError&) {
+        missing.push_back(r);
+        break;  // Gloo ends the connection at a wait's timeout: the first is named
+      }
+    }
+  }
+  if (!missing.empty()) {
+    if (!waitAllRanks) missing.resize(1);
+    std::string ranks;
+    for (const int r : missing) ranks += (ranks.empty() ? "" : ", ") + std::to_string(r);
+    // gloo's words, which scripts and people search for.
+    BIGBATCH_THROW(TimeoutError, "Rank{} {} failed to pass monitoredBarrier in {} ms",
+                   missing.size() > 1 ? "s" : "", ranks, timeout.count());
+  }
+  std::vector<std::unique_ptr<Request>> releases;
+  for (int r = 1; r < n; ++r) releases.push_back(comm_->isend(&token, 1, r, kReleaseTag));
+  for (auto& q : releases) q->wait();
 }
 
 c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::compressedAllreduce(

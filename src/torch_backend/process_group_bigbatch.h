@@ -42,6 +42,7 @@
 #include "codec_registry.h"
 #include "collective_scheduler.h"
 #include "completion_pool.h"
+#include "point_to_point.h"
 #include "tensor_collectives.h"
 #include "torch_api.h"
 
@@ -107,6 +108,20 @@ class ProcessGroupBigbatch : public BackendBase {
   c10::intrusive_ptr<::c10d::Work> allgather_coalesced(
       std::vector<std::vector<at::Tensor>>& outputLists, std::vector<at::Tensor>& inputs,
       const ::c10d::AllgatherOptions& opts = ::c10d::AllgatherOptions()) override;
+  // Point to point (point_to_point.h): posted in issue order on the
+  // communication thread, completed as their transport reports them done.
+  // Tags 0 .. 32766.
+  c10::intrusive_ptr<::c10d::Work> send(std::vector<at::Tensor>& tensors, int dstRank,
+                                        int tag) override;
+  c10::intrusive_ptr<::c10d::Work> recv(std::vector<at::Tensor>& tensors, int srcRank,
+                                        int tag) override;
+  c10::intrusive_ptr<::c10d::Work> recvAnysource(std::vector<at::Tensor>& tensors,
+                                                 int tag) override;
+  // Rank 0 waits up to opts.timeout (unset: the group's) for every other
+  // rank to arrive, then releases them; past it, raises naming the first
+  // rank missing (`waitAllRanks`: every one), as gloo's does. Not through
+  // the call check: a rank that never comes is what it is for.
+  void monitoredBarrier(const ::c10d::BarrierOptions& opts, bool waitAllRanks = false) override;
   // The collectives issued on this group from this process (every call,
   // counted on the caller's thread as gloo's sequence number is): equal
   // on every rank that made the same calls.
@@ -156,6 +171,14 @@ class ProcessGroupBigbatch : public BackendBase {
   void complete(const c10::intrusive_ptr<BigbatchWork>& work, std::exception_ptr error,
                 int64_t family);
   std::exception_ptr explain(std::exception_ptr error, const CallSignature& call);
+  // The group is broken by `what` (the first failure is kept): later calls
+  // fail with it, the process's failure is set, the peers are told, and
+  // the sends and receives in flight fail. On the communication thread.
+  void recordFailure(const std::string& what);
+  c10::intrusive_ptr<::c10d::Work> pointToPoint(bool isSend, std::vector<at::Tensor>& tensors,
+                                                int peer, int tag);
+  // The monitored barrier's body: rank 0 gathers arrivals under `timeout`.
+  void runMonitoredBarrier(std::chrono::milliseconds timeout, bool waitAllRanks);
   // Finishes and stops the threads (the destructor's work, without freeing
   // the group); idempotent.
   void quiesce();
@@ -166,6 +189,9 @@ class ProcessGroupBigbatch : public BackendBase {
   std::unique_ptr<Heartbeat> heartbeat_;
   std::unique_ptr<StallWatchdog> pulse_;  // pulses the heartbeat from its own thread
   CodecRegistry codecs_;
+  // On the communication thread; null where the transport cannot poll
+  // (Gloo's): send and recv are refused there, naming the fix.
+  std::unique_ptr<PointToPoint> p2p_;
   // Stopped in this order: the scheduler (it may hand completions to the
   // pool), then the pool (its callbacks report to the scheduler... which
   // by then only counts).

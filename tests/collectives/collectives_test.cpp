@@ -1,5 +1,6 @@
 // Broadcast, allgather and reduce-scatter in-process over world sizes 1..8
-// with exact values; the allreduce selection table's parser and dispatch.
+// with exact values; the allreduce selection table's parser and dispatch;
+// the in-process transport's polled requests.
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -15,6 +16,39 @@
 
 namespace bigbatch {
 namespace {
+
+// The in-process transport's Request::test and receive from any source
+// (the torch.distributed backend's send and recv are built on them).
+TEST(InProcessRequests, PolledAndReceivedFromAnySource) {
+  runInProcess(3, [&](Communicator& comm) {
+    if (comm.rank() == 0) {
+      int pendingValue = 0;
+      auto pending = comm.irecv(&pendingValue, sizeof(int), 2, 9);
+      EXPECT_FALSE(pending->test());  // nothing sent on tag 9 yet
+      std::set<int> from;
+      for (int i = 0; i < 2; ++i) {
+        int value = -1;
+        auto r = comm.irecvAny(&value, sizeof(value), 8);
+        while (!r->test()) {
+        }
+        from.insert(r->source());
+        EXPECT_EQ(value, 10 * r->source());
+      }
+      EXPECT_EQ(from, (std::set<int>{1, 2}));
+      comm.barrier();
+      pending->wait();
+      EXPECT_EQ(pendingValue, 99);
+    } else {
+      const int value = 10 * comm.rank();
+      comm.send(&value, sizeof(value), 0, 8);
+      comm.barrier();
+      if (comm.rank() == 2) {
+        const int late = 99;
+        comm.send(&late, sizeof(late), 0, 9);
+      }
+    }
+  });
+}
 
 TEST(Broadcast, EveryRootEveryWorldSize) {
   for (int n = 1; n <= 8; ++n) {

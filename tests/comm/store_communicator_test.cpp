@@ -7,6 +7,7 @@
 #include "bigbatch/comm/ucx_communicator.h"
 #include "bigbatch/comm/world.h"
 
+#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <dirent.h>
@@ -125,6 +126,49 @@ TEST_P(StoreCommunicator, TagsKeepMessagesApart) {
       comm.recv(&a, sizeof(a), 0, 10);
       EXPECT_EQ(a, 1);
       EXPECT_EQ(b, 2);
+    }
+  }));
+}
+
+// Request::test never blocks and says when an operation is done; a receive
+// from any source names its sender. Gloo's transport has neither: refused.
+TEST_P(StoreCommunicator, RequestsPolledAndReceivedFromAnySource) {
+  expectNoErrors(runRanks(3, [](Communicator& comm) {
+    if (GetParam().name == "gloo") {
+      EXPECT_FALSE(comm.pollsRequests());
+      int x = 0;
+      EXPECT_THROW(comm.irecvAny(&x, sizeof(x), 3), InvalidArgument);
+      return;
+    }
+    ASSERT_TRUE(comm.pollsRequests());
+    if (comm.rank() == 0) {
+      std::vector<int> from;
+      for (int i = 0; i < 2; ++i) {
+        int value = -1;
+        auto r = comm.irecvAny(&value, sizeof(value), 3);
+        while (!r->test()) {
+        }
+        EXPECT_TRUE(r->test());  // and stays done
+        from.push_back(r->source());
+        EXPECT_EQ(value, 100 + r->source());
+      }
+      std::sort(from.begin(), from.end());
+      EXPECT_EQ(from, (std::vector<int>{1, 2}));
+      // Nothing sent on tag 4: a test says not yet, without waiting.
+      int none = 0;
+      auto pending = comm.irecv(&none, sizeof(none), 1, 4);
+      EXPECT_FALSE(pending->test());
+      comm.barrier();
+      pending->wait();  // rank 1 sends it after the barrier
+      EXPECT_EQ(none, 7);
+    } else {
+      const int value = 100 + comm.rank();
+      comm.send(&value, sizeof(value), 0, 3);
+      comm.barrier();
+      if (comm.rank() == 1) {
+        const int seven = 7;
+        comm.send(&seven, sizeof(seven), 0, 4);
+      }
     }
   }));
 }

@@ -710,6 +710,10 @@ class SerialisationChecker : public Communicator {
       Inside in(c_);
       r_->wait();
     }
+    bool test() override {
+      Inside in(c_);
+      return r_->test();
+    }
 
    private:
     SerialisationChecker& c_;

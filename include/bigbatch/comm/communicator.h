@@ -38,6 +38,15 @@ class Request {
   // Blocks until complete, the deadline passes (TimeoutError) or a peer posts
   // an error (MismatchError).
   virtual void wait() = 0;
+  // Never blocks: true once complete (wait() then returns at once); throws
+  // what wait() would for a failure already seen (a peer's error notice, a
+  // lost connection, a size that differs). No deadline: the caller keeps
+  // its own. For a thread that keeps many operations in flight (the
+  // torch.distributed backend's send and recv).
+  virtual bool test() = 0;
+  // The rank a receive from any source matched (Communicator::irecvAny),
+  // once complete; for other requests their peer.
+  virtual int source() const { return -1; }
 };
 
 // Memory that every rank of a single-host communicator can read and write
@@ -72,6 +81,13 @@ class Communicator {
   // MismatchError naming both sizes and the peer.
   virtual std::unique_ptr<Request> irecv(void* data, size_t bytes, int peer, int tag) = 0;
 
+  // A receive that matches a message of `tag` from any rank (MPI_ANY_SOURCE);
+  // Request::source() names the sender once it completes. InvalidArgument
+  // where the transport has none (Gloo's).
+  virtual std::unique_ptr<Request> irecvAny(void* data, size_t bytes, int tag);
+  // Whether Request::test() works on this transport (Gloo's: no — its
+  // waits cannot be polled without ending the connection).
+  virtual bool pollsRequests() const { return true; }
   void send(const void* data, size_t bytes, int peer, int tag);
   void recv(void* data, size_t bytes, int peer, int tag);
   // Sends to `dst` and receives from `src` concurrently (no deadlock in rings).

@@ -89,6 +89,8 @@ class GlooCommunicator : public Communicator {
 
   std::unique_ptr<Request> isend(const void* data, size_t bytes, int peer, int tag) override;
   std::unique_ptr<Request> irecv(void* data, size_t bytes, int peer, int tag) override;
+  // Gloo's waits end a connection at their timeout: none can be polled.
+  bool pollsRequests() const override { return false; }
   std::unique_ptr<Communicator> split(int color, int key) override;
   void postError(const std::string& message) override;
   void pollPeerErrors() override;

@@ -43,6 +43,7 @@ class MpiCommunicator : public Communicator {
 
   std::unique_ptr<Request> isend(const void* data, size_t bytes, int peer, int tag) override;
   std::unique_ptr<Request> irecv(void* data, size_t bytes, int peer, int tag) override;
+  std::unique_ptr<Request> irecvAny(void* data, size_t bytes, int tag) override;
   std::unique_ptr<Communicator> split(int color, int key) override;
   void postError(const std::string& message) override;
 

@@ -70,6 +70,10 @@ class UcxCommunicator : public Communicator {
 
   std::unique_ptr<Request> isend(const void* data, size_t bytes, int peer, int tag) override;
   std::unique_ptr<Request> irecv(void* data, size_t bytes, int peer, int tag) override;
+  // Matches the tag with the sender's bits masked out.
+  std::unique_ptr<Request> irecvAny(void* data, size_t bytes, int tag) override;
+  // This communicator's rank of world rank `world` (-1: not a member).
+  int rankOfWorldRank(int world) const;
   std::unique_ptr<Communicator> split(int color, int key) override;
   void postError(const std::string& message) override;
   void pollPeerErrors() override;
