@@ -156,9 +156,10 @@ class UcxRequest : public Request {
       }
       return ucp_request_check_status(request_) != UCS_INPROGRESS;
     };
-    // A receive from any source has no endpoint to close.
-    if (!settle(milliseconds(200)) && worldPeer_ >= 0) {
-      ucp_ep_h& ep = w.endpoints[static_cast<size_t>(worldPeer_)];
+    if (!settle(milliseconds(200))) {
+      // A receive from any source has no endpoint to close: it is settled
+      // or the worker is poisoned.
+      ucp_ep_h& ep = worldPeer_ >= 0 ? w.endpoints[static_cast<size_t>(worldPeer_)] : noEndpoint_;
       if (ep != nullptr) {
         ucp_request_param_t p{};
         p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
@@ -282,6 +283,7 @@ class UcxRequest : public Request {
 
   std::shared_ptr<UcxCommunicator::World> world_;
   UcxCommunicator* comm_;
+  ucp_ep_h noEndpoint_ = nullptr;  // a receive from any source's (none)
   ucs_status_ptr_t request_ = nullptr;
   size_t bytes_;
   int peer_, worldPeer_, tag_;

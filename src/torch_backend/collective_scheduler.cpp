@@ -15,7 +15,8 @@ constexpr int64_t kFirstPollWaitUs = 20, kMaxPollWaitUs = 1000;
 
 }  // namespace
 
-CollectiveScheduler::CollectiveScheduler() : thread_([this] { loop(); }) {}
+CollectiveScheduler::CollectiveScheduler(std::function<bool()> idlePoll)
+    : idlePoll_(std::move(idlePoll)), thread_([this] { loop(); }) {}
 
 void CollectiveScheduler::stop() {
   {

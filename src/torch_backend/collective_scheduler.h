@@ -60,8 +60,11 @@ class CollectiveScheduler {
   static constexpr std::chrono::seconds kStuckWait{30};
   using Task = std::function<void(int64_t family)>;
 
-  // Starts the communication thread.
-  CollectiveScheduler();
+  // Starts the communication thread. `idlePoll` (may be empty) is called
+  // on it after each task and whenever it would idle (point_to_point.h:
+  // the sends and receives in flight); while it returns true, the thread
+  // idles only briefly (from 20 µs, doubling to 1 ms) and calls it again.
+  explicit CollectiveScheduler(std::function<bool()> idlePoll = {});
   // Runs what is queued (and what its callbacks queue), then stops the
   // thread; idempotent. The destructor calls it.
   void stop();
@@ -81,11 +84,6 @@ class CollectiveScheduler {
   void completionQueued(int64_t family);
   void callbacksStarted(int64_t family);
   void callbacksEnded(int64_t family);
-  // Called on the communication thread after each task and whenever it
-  // would idle (point_to_point.h: the sends and receives in flight); while
-  // it returns true, the thread idles only briefly (from 20 µs, doubling to
-  // 1 ms) and calls it again. Set before the first submit.
-  void setIdlePoll(std::function<bool()> poll) { idlePoll_ = std::move(poll); }
 
  private:
   static constexpr int64_t kNoFamily = -1;
@@ -108,7 +106,7 @@ class CollectiveScheduler {
   bool stopped_ = false;                  // guarded by mutex_: the loop has ended
   bool warned_ = false;                   // guarded by mutex_
   uint64_t changes_ = 0;                  // guarded by mutex_: counts notifies of changed_
-  std::function<bool()> idlePoll_;        // the communication thread's
+  const std::function<bool()> idlePoll_;  // set before the thread starts
   // When the thread last finished a task (guarded by mutex_).
   std::chrono::steady_clock::time_point idleSince_ = std::chrono::steady_clock::now();
   std::thread thread_;

@@ -9,9 +9,18 @@
 
 namespace bigbatch::torch_backend {
 
-PointToPoint::PointToPoint(std::unique_ptr<Communicator> comm) : comm_(std::move(comm)) {}
+PointToPoint::PointToPoint(std::unique_ptr<Communicator> own, Communicator& notices)
+    : comm_(std::move(own)), notices_(notices) {}
 
-PointToPoint::~PointToPoint() { inFlight_.clear(); }
+PointToPoint::~PointToPoint() {
+  for (Op& op : inFlight_) abandon(op);
+  inFlight_.clear();
+}
+
+void PointToPoint::abandon(Op& op) {
+  op.request.reset();
+  if (op.staged.defined()) abandoned_.push_back(op.staged);
+}
 
 void PointToPoint::post(Op op, const at::Tensor& tensor) {
   const size_t bytes = static_cast<size_t>(tensor.numel()) * tensor.element_size();
@@ -51,6 +60,13 @@ void PointToPoint::postRecv(const at::Tensor& tensor, int peer, int tag, Done do
 }
 
 bool PointToPoint::poll() {
+  if (inFlight_.empty()) return false;
+  try {
+    notices_.pollPeerErrors();  // a peer that failed said so on the group's communicator
+  } catch (const std::exception& e) {
+    failAll(e.what());
+    return false;
+  }
   const auto now = std::chrono::steady_clock::now();
   // Completed after the loop: a failure's callback fails what is still in
   // flight (failAll), which must not happen under this loop's iterator.
@@ -82,7 +98,8 @@ bool PointToPoint::poll() {
     }
     const int source = op.request->source() >= 0 ? op.request->source() : op.peer;
     finishedOps.push_back({std::move(op.done), {error, source}});
-    it = inFlight_.erase(it);  // a failed request is abandoned: its transport cancels it
+    if (error) abandon(op);
+    it = inFlight_.erase(it);
   }
   for (auto& [done, outcome] : finishedOps) done(outcome.first, outcome.second);
   return !inFlight_.empty();
@@ -94,7 +111,7 @@ void PointToPoint::failAll(const std::string& why) {
   for (Op& op : failing) {
     Done done = std::move(op.done);
     const int peer = op.peer;
-    op.request.reset();
+    abandon(op);
     done(std::make_exception_ptr(PeerError(why)), peer);
   }
 }

@@ -12,12 +12,18 @@
 // reports it done — as gloo's unbound buffers or MPI's requests do.
 //
 // The operations use a communicator of their own (a split of the group's,
-// made with the group), so a script's tags never meet a collective's.
-// Each operation's deadline is the group's timeout from when it was
-// posted: past it, it fails with a TimeoutError naming the peer.
+// made with the group), so a script's tags never meet a collective's; a
+// peer's error notice arrives on the group's communicator, which poll()
+// checks too. Each operation's deadline is the group's timeout from when it
+// was posted: past it, it fails with a TimeoutError naming the peer.
 //
-// Threading: only the communication thread calls it (the destructor after
-// that thread has stopped).
+// An operation abandoned unfinished (failed, or ended with the group) is
+// cancelled by its transport, but a matched transfer may still touch its
+// buffer: the buffer is kept until this object goes.
+//
+// Threading: one thread at a time — the communication thread, and once it
+// has stopped, the thread that ends the group (its last polls, failAll and
+// the destructor).
 #pragma once
 
 #include <torch/torch.h>
@@ -28,6 +34,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bigbatch/comm/communicator.h"
 
@@ -41,7 +48,9 @@ class PointToPoint {
   // transports' error notice.
   static constexpr int kMaxTag = 32766;
 
-  explicit PointToPoint(std::unique_ptr<Communicator> comm);
+  // `own`: this object's communicator; `notices`: the group's, whose
+  // peers' error notices end the operations in flight.
+  PointToPoint(std::unique_ptr<Communicator> own, Communicator& notices);
   // In-flight operations are abandoned: their transports cancel them.
   ~PointToPoint();
 
@@ -67,8 +76,14 @@ class PointToPoint {
   };
   void post(Op op, const at::Tensor& tensor);
 
+  // Ends `op` unfinished: its request goes (the transport cancels it), its
+  // buffer stays.
+  void abandon(Op& op);
+
   std::unique_ptr<Communicator> comm_;
+  Communicator& notices_;
   std::deque<Op> inFlight_;
+  std::vector<at::Tensor> abandoned_;  // buffers of operations ended unfinished
 };
 
 }  // namespace bigbatch::torch_backend

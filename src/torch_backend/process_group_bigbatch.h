@@ -192,6 +192,9 @@ class ProcessGroupBigbatch : public BackendBase {
   // On the communication thread; null where the transport cannot poll
   // (Gloo's): send and recv are refused there, naming the fix.
   std::unique_ptr<PointToPoint> p2p_;
+  // How long the group's destruction waits for sends and receives in flight.
+  static constexpr std::chrono::seconds kPointToPointGrace{2};
+  std::atomic<bool> shuttingDown_{false};  // set in quiesce(), before the last polls
   // Stopped in this order: the scheduler (it may hand completions to the
   // pool), then the pool (its callbacks report to the scheduler... which
   // by then only counts).

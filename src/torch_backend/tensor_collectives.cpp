@@ -271,7 +271,7 @@ void checkRootedList(const std::vector<at::Tensor>& list, const at::Tensor& like
 }
 
 void checkAllToAllLists(const std::vector<at::Tensor>& outputs,
-                        const std::vector<at::Tensor>& inputs, int ranks) {
+                        const std::vector<at::Tensor>& inputs, int ranks, int me) {
   BIGBATCH_REQUIRE(static_cast<int>(outputs.size()) == ranks &&
                        static_cast<int>(inputs.size()) == ranks,
                    InvalidArgument,
@@ -289,6 +289,10 @@ void checkAllToAllLists(const std::vector<at::Tensor>& outputs,
                                        ? outputs[r].scalar_type()
                                        : inputs[r].scalar_type()));
   }
+  BIGBATCH_REQUIRE(outputs[static_cast<size_t>(me)].numel() == inputs[static_cast<size_t>(me)].numel(),
+                   InvalidArgument,
+                   "all_to_all: this rank sends itself {} element(s) but expects {} from itself",
+                   inputs[static_cast<size_t>(me)].numel(), outputs[static_cast<size_t>(me)].numel());
 }
 
 at::Tensor packTensors(const std::vector<at::Tensor>& tensors, const char* op) {
@@ -376,7 +380,7 @@ void scatterTensor(Communicator& comm, const std::vector<at::Tensor>& inputs, at
     staged.push_back(inputs[static_cast<size_t>(r)].contiguous());
     sends.push_back(comm.isend(staged.back().data_ptr(), bytes, r, kScatterTag));
   }
-  output.copy_(inputs[static_cast<size_t>(root)].view(output.sizes()));
+  output.copy_(inputs[static_cast<size_t>(root)].reshape(output.sizes()));
   for (auto& q : sends) q->wait();
 }
 
@@ -384,7 +388,7 @@ void allToAllTensor(Communicator& comm, std::vector<at::Tensor>& outputs,
                     const std::vector<at::Tensor>& inputs) {
   const int n = comm.size();
   const int me = comm.rank();
-  checkAllToAllLists(outputs, inputs, n);
+  checkAllToAllLists(outputs, inputs, n, me);
   auto bytesOf = [](const at::Tensor& t) {
     return static_cast<size_t>(t.numel()) * t.element_size();
   };
@@ -407,9 +411,6 @@ void allToAllTensor(Communicator& comm, std::vector<at::Tensor>& outputs,
                                  bytesOf(in[static_cast<size_t>(dst)]), dst, kAllToAllTag));
   }
   at::Tensor& self = outputs[static_cast<size_t>(me)];
-  BIGBATCH_REQUIRE(self.numel() == inputs[static_cast<size_t>(me)].numel(), MismatchError,
-                   "all_to_all: this rank sends itself {} element(s) but expects {} from itself",
-                   inputs[static_cast<size_t>(me)].numel(), self.numel());
   self.copy_(inputs[static_cast<size_t>(me)].reshape(self.sizes()));
   for (auto& q : pending) q->wait();
   for (int r = 0; r < n; ++r) {

@@ -120,7 +120,7 @@ void allToAllTensor(Communicator& comm, std::vector<at::Tensor>& outputs,
 void checkRootedList(const std::vector<at::Tensor>& list, const at::Tensor& like, int ranks,
                      bool isRoot, const char* op);
 void checkAllToAllLists(const std::vector<at::Tensor>& outputs,
-                        const std::vector<at::Tensor>& inputs, int ranks);
+                        const std::vector<at::Tensor>& inputs, int ranks, int me);
 // `tensors` packed into one contiguous 1-D tensor, and back: the coalesced
 // collectives' one exchange. All of one type (InvalidArgument otherwise).
 at::Tensor packTensors(const std::vector<at::Tensor>& tensors, const char* op);

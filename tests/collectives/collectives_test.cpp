@@ -29,7 +29,9 @@ TEST(InProcessRequests, PolledAndReceivedFromAnySource) {
       for (int i = 0; i < 2; ++i) {
         int value = -1;
         auto r = comm.irecvAny(&value, sizeof(value), 8);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
         while (!r->test()) {
+          ASSERT_LT(std::chrono::steady_clock::now(), until) << "test() never said done";
         }
         from.insert(r->source());
         EXPECT_EQ(value, 10 * r->source());

@@ -7,13 +7,14 @@
 #include "bigbatch/comm/ucx_communicator.h"
 #include "bigbatch/comm/world.h"
 
-#include <algorithm>
 #include <gtest/gtest.h>
 
 #include <dirent.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <functional>
 #include <mutex>
@@ -146,7 +147,9 @@ TEST_P(StoreCommunicator, RequestsPolledAndReceivedFromAnySource) {
       for (int i = 0; i < 2; ++i) {
         int value = -1;
         auto r = comm.irecvAny(&value, sizeof(value), 3);
+        const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
         while (!r->test()) {
+          ASSERT_LT(std::chrono::steady_clock::now(), until) << "test() never said done";
         }
         EXPECT_TRUE(r->test());  // and stays done
         from.push_back(r->source());

@@ -32,6 +32,9 @@
 #   ddp_test.sh PYTHONPATH
 set -u
 pythonpath=$1
+# The interpreter the example runs under: Debian's (PyTorch 1.13) unless the
+# test names PyTorch 2.x's (scripts/setup-torch2's environment).
+python=${BIGBATCH_TEST_PYTHON:-/usr/bin/python3}
 here=$(cd "$(dirname "$0")" && pwd)
 train="$here/../../examples/torch_ddp/train.py"
 dir=$(mktemp -d)
@@ -41,7 +44,7 @@ run() {  # run NAME RANKS ARGS...: the example under mpirun; its losses in NAME.
   local name=$1 n=$2; shift 2
   MASTER_PORT=$((29600 + RANDOM % 300)) PYTHONPATH=$pythonpath \
     timeout -k 5 300 mpirun --allow-run-as-root --oversubscribe -np "$n" \
-    /usr/bin/python3 "$train" --log "$dir/$name.log" "$@" >"$dir/$name.out" 2>&1 ||
+    "$python" "$train" --log "$dir/$name.log" "$@" >"$dir/$name.out" 2>&1 ||
     fail "$name exited non-zero"
 }
 
@@ -87,7 +90,7 @@ cmp "$dir/straight.log" "$dir/resumed.log" || {
   diff "$dir/straight.log" "$dir/resumed.log" | head; fail "the resumed PowerSGD run differs"; }
 
 MASTER_PORT=$((29600 + RANDOM % 300)) PYTHONPATH=$pythonpath \
-  timeout -k 5 120 mpirun --allow-run-as-root --oversubscribe -np 2 /usr/bin/python3 "$here/bucket_view_check.py" \
+  timeout -k 5 120 mpirun --allow-run-as-root --oversubscribe -np 2 "$python" "$here/bucket_view_check.py" \
   >"$dir/view_check.out" 2>&1 || fail "bucket_view_check.py exited non-zero"
 # mpirun interleaves the ranks' output (once it joined two lines): look for
 # each rank's verdict anywhere, not at a line's start.

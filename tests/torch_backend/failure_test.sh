@@ -32,10 +32,14 @@ if [ "$mode" = raise ]; then timeout_s=120; limit=60; fi
 fail() { echo "FAIL: $mode: $*"; cat "$dir/log" 2>/dev/null; exit 1; }
 trap 'pkill -9 -f "ranks_loop.py $dir" 2>/dev/null; rm -rf "$dir"' EXIT
 export PYTHONPATH=$pythonpath
-py=(/usr/bin/python3 "$here/ranks_loop.py" "$dir" "$timeout_s")
+# The interpreter and torchrun: Debian's (PyTorch 1.13) unless the test
+# names PyTorch 2.x's (scripts/setup-torch2's environment).
+python=${BIGBATCH_TEST_PYTHON:-/usr/bin/python3}
+torchrun=${BIGBATCH_TEST_TORCHRUN:-torchrun}
+py=("$python" "$here/ranks_loop.py" "$dir" "$timeout_s")
 
 if [ "$mode" = nompi ]; then
-  /usr/bin/python3 "$here/ranks_loop.py" "$dir" "$timeout_s" >"$dir/log" 2>&1 && fail "exited 0"
+  "${py[@]}" >"$dir/log" 2>&1 && fail "exited 0"
   grep -q "start the script with torchrun --nproc_per_node N SCRIPT or mpirun -np N python3 SCRIPT" "$dir/log" ||
     fail "the refusal does not name the fix"
   echo "failure_test: ok nompi"; exit 0
@@ -48,7 +52,7 @@ start_job() {  # start_job [MODE]: the job in the background; sets `job`
   elif [ "$launcher" = torchrun ]; then
     local port
     port=$(/usr/bin/python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
-    torchrun --nproc_per_node 2 --master_port "$port" --redirects 2 --tee 2 "${py[@]:1}" "$@" \
+    "$torchrun" --nproc_per_node 2 --master_port "$port" --redirects 2 --tee 2 "${py[@]:1}" "$@" \
       >"$dir/log" 2>&1 &
   elif [ "$hosts" -gt 1 ]; then
     "$cluster" --hosts "$hosts" -- env PYTHONPATH="$pythonpath" "${py[@]}" "$@" >"$dir/log" 2>&1 &

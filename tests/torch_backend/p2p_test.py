@@ -13,7 +13,12 @@
 - bad calls refused on the caller's thread (a tag out of range, oneself as
   the peer), the group usable after;
 - the monitored barrier (the backend's own: torch.distributed's function
-  takes gloo only) passes when every rank comes.
+  takes gloo only) passes when every rank comes;
+- a receive left unmatched at the group's end fails its Work, and the job
+  still ends normally.
+
+`p2p_test.py recv_timeout`: rank 0 waits for a message rank 1 never
+sends; the receive fails at the group's timeout, naming rank 1.
 
 `p2p_test.py monitor_fail`: the other ranks never come to rank 0's
 monitored barrier (wait_all_ranks), which raises naming every one of them
@@ -35,10 +40,13 @@ import bigbatch_torch  # noqa: E402
 failures = []
 
 
+RANK = [None]
+
+
 def check(ok, what):
     if not ok:
         failures.append(what)
-        print(f"[rank {dist.get_rank()}] FAIL: {what}", flush=True)
+        print(f"[rank {RANK[0]}] FAIL: {what}", flush=True)
 
 
 def monitor_fail():
@@ -53,11 +61,25 @@ def monitor_fail():
     sys.exit(1)
 
 
+def recv_timeout():
+    dist.init_process_group("bigbatch", timeout=timedelta(seconds=3))
+    if dist.get_rank() == 0:
+        try:
+            dist.recv(torch.empty(5), 1, tag=3)
+            print("recv_timeout: received", flush=True)
+        except RuntimeError as e:
+            print(f"recv_timeout: raised: {e}", flush=True)
+    sys.exit(1)
+
+
 def main():
     if sys.argv[1:] == ["monitor_fail"]:
         monitor_fail()
+    if sys.argv[1:] == ["recv_timeout"]:
+        recv_timeout()
     dist.init_process_group("bigbatch", timeout=timedelta(seconds=30))
     rank, n = dist.get_rank(), dist.get_world_size()
+    RANK[0] = rank
     nxt, prev = (rank + 1) % n, (rank - 1) % n
 
     # The ring: both posted before either is waited on.
@@ -105,9 +127,10 @@ def main():
     check(torch.equal(base[:, 0], torch.arange(10, dtype=torch.float32) * (prev + 1)) and
           torch.equal(base[:, 1], torch.zeros(10)), "batch_isend_irecv into a strided view")
 
-    # Between collectives.
+    # Between collectives (4 MiB: not sent eagerly, so the send is still in
+    # flight while the all_reduce runs).
     if rank == 0:
-        w = dist.isend(torch.full((6,), 3.0), 1)
+        w = dist.isend(torch.full((big,), 3.0), 1)
         t = torch.ones(2)
         dist.all_reduce(t)
         w.wait()
@@ -115,9 +138,9 @@ def main():
         t = torch.ones(2)
         dist.all_reduce(t)
         if rank == 1:
-            m = torch.empty(6)
+            m = torch.empty(big)
             dist.recv(m, 0)
-            check(torch.equal(m, torch.full((6,), 3.0)), "a send around an all_reduce")
+            check(torch.equal(m, torch.full((big,), 3.0)), "a send around an all_reduce")
     check(torch.equal(t, torch.full((2,), float(n))), "the all_reduce between")
 
     # Bad calls: one clear error each, nothing sent.
@@ -139,7 +162,19 @@ def main():
     dist.all_reduce(t)
     check(torch.equal(t, torch.full((3,), float(n))), "an all_reduce after")
     dist.barrier()
+    # A receive nobody matches, left at the group's end: it fails its Work,
+    # and the job ends normally (exit status 0 on every rank).
+    orphan = dist.irecv(torch.empty(3), nxt, tag=99) if rank == 0 else None
+    del pg  # the group ends with destroy_process_group, not at exit
     dist.destroy_process_group()
+    if orphan is not None:
+        try:
+            orphan.wait()
+            check(False, "an unmatched irecv completed")
+        except RuntimeError as e:
+            # (or, over UCX, the peer's connection closed first as it ended)
+            check("destroyed before this operation completed" in str(e) or
+                  "the connection to rank" in str(e), f"the orphan's error: {e}")
     if failures:
         sys.exit(1)
     if rank == 0:
