@@ -21,6 +21,7 @@ import atexit
 import importlib
 import os
 import sys
+import traceback
 import urllib.parse
 
 import torch
@@ -165,13 +166,17 @@ def _end_the_job_on_an_uncaught_exception():
     for them (MPI_Finalize's fence). The traceback is printed first."""
     previous = sys.excepthook
 
-    def hook(kind, value, traceback):
-        previous(kind, value, traceback)
+    def hook(kind, value, tb):
         if _C.live_groups() > 0 and int(os.environ.get("WORLD_SIZE", "1")) > 1:
+            # Written to the process's own stderr: PyTorch 2.x's
+            # init_process_group wraps this hook and holds what it prints
+            # until it returns, which ending the job here would lose.
+            traceback.print_exception(kind, value, tb, file=sys.__stderr__)
             print(f"bigbatch_torch: rank {os.environ.get('RANK', '?')} ended with an uncaught "
                   f"{kind.__name__}; ending every rank of the job",
-                  file=sys.stderr, flush=True)
+                  file=sys.__stderr__, flush=True)
             _C.abort_job(1)
+        previous(kind, value, tb)
 
     sys.excepthook = hook
 

@@ -142,6 +142,10 @@ void ProcessGroupBigbatch::quiesce() {
   }
   completions_.reset();  // runs the callbacks handed over
   pulse_.reset();
+  if (!quiesced_) {  // a group stopped no longer counts, though it may still exist
+    quiesced_ = true;
+    --live;
+  }
 }
 
 void ProcessGroupBigbatch::shutdownAll() {
@@ -160,6 +164,15 @@ void ProcessGroupBigbatch::shutdownAll() {
     }
   }
   for (const auto& group : alive) group->quiesce();
+}
+
+void ProcessGroupBigbatch::shutdown() {
+  // A future's Python callback may be waiting for the GIL the caller holds.
+  if (joinGuard()) {
+    joinGuard()([this] { quiesce(); });
+  } else {
+    quiesce();
+  }
 }
 
 ProcessGroupBigbatch::~ProcessGroupBigbatch() {
@@ -189,7 +202,6 @@ ProcessGroupBigbatch::~ProcessGroupBigbatch() {
   } else {
     stop();
   }
-  --live;
 }
 
 void ProcessGroupBigbatch::setJoinGuard(std::function<void(const std::function<void()>&)> guard) {

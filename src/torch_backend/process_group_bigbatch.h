@@ -140,7 +140,7 @@ class ProcessGroupBigbatch : public BackendBase {
 
   // The allreduce's name and the communicator's description, for the user.
   std::string describe() const;
-  // Groups of this process not yet destroyed.
+  // Groups of this process not yet destroyed or shut down.
   static int liveGroups();
   // The first failure of any group of this process ("": none). Its peers
   // may be gone: the process must end the job (MPI_Abort), not finalize MPI.
@@ -158,6 +158,11 @@ class ProcessGroupBigbatch : public BackendBase {
   // the heartbeat's pulse would write shared memory the exit's teardown
   // (MPI_Finalize) unmaps. A collective called afterwards raises.
   static void shutdownAll();
+  // PyTorch 2.x's destroy_process_group calls it (c10d::Backend::shutdown,
+  // where that exists; in 1.13 nothing does): the group finishes what is
+  // queued and stops, as when its last reference goes — 2.x keeps
+  // references past destroy_process_group. A collective afterwards raises.
+  void shutdown();
 
  private:
   using Body = std::function<void()>;
@@ -200,7 +205,8 @@ class ProcessGroupBigbatch : public BackendBase {
   // by then only counts).
   std::unique_ptr<CompletionPool> completions_;
   std::unique_ptr<CollectiveScheduler> scheduler_;
-  std::mutex quiesceMutex_;  // quiesce() from shutdownAll and the destructor
+  std::mutex quiesceMutex_;  // quiesce() from shutdownAll, shutdown and the destructor
+  bool quiesced_ = false;    // guarded by quiesceMutex_
   std::atomic<int64_t> sequence_{0};  // collectives run (the heartbeat's count)
   std::atomic<uint64_t> issued_{0};   // collectives issued
   std::mutex brokenMutex_;
