@@ -72,6 +72,8 @@ def backend_of(group=None):
         return pg
     if hasattr(pg, "_get_backend"):  # PyTorch 2.x: a ProcessGroup over backends
         backend = pg._get_backend(torch.device("cpu"))
+        # TORCH_DISTRIBUTED_DEBUG=DETAIL wraps the backend in a checker
+        backend = getattr(backend, "wrapped_pg", backend)
         if isinstance(backend, ProcessGroupBigbatch):
             return backend
     raise RuntimeError(

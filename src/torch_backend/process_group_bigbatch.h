@@ -122,6 +122,18 @@ class ProcessGroupBigbatch : public BackendBase {
   // rank missing (`waitAllRanks`: every one), as gloo's does. Not through
   // the call check: a rank that never comes is what it is for.
   void monitoredBarrier(const ::c10d::BarrierOptions& opts, bool waitAllRanks = false) override;
+#if TORCH_VERSION_MAJOR >= 2
+  // PyTorch 2.x's coalesced tensor forms (FSDP2 gathers and reduces a
+  // layer's parameters with them): every pair through one collective of the
+  // inputs packed together, of one type. all_gather_single_coalesced and
+  // reduce_scatter_single_coalesced (2.15's names) forward to these.
+  c10::intrusive_ptr<::c10d::Work> allgather_into_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const ::c10d::AllgatherOptions& opts = ::c10d::AllgatherOptions()) override;
+  c10::intrusive_ptr<::c10d::Work> reduce_scatter_tensor_coalesced(
+      std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+      const ::c10d::ReduceScatterOptions& opts = ::c10d::ReduceScatterOptions()) override;
+#endif
   // The collectives issued on this group from this process (every call,
   // counted on the caller's thread as gloo's sequence number is): equal
   // on every rank that made the same calls.

@@ -265,6 +265,82 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::allgather_coalesced(
                  });
 }
 
+#if TORCH_VERSION_MAJOR >= 2
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::allgather_into_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const ::c10d::AllgatherOptions&) {
+  const char* op = "all_gather_into_tensor (coalesced)";
+  BIGBATCH_REQUIRE(outputs.size() == inputs.size(), InvalidArgument,
+                   "{}: {} output(s) for {} input(s)", op, outputs.size(), inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkCpuTensor(inputs[i], op);
+    checkCpuTensor(outputs[i], op);
+    BIGBATCH_REQUIRE(outputs[i].numel() == inputs[i].numel() * getSize() &&
+                         outputs[i].scalar_type() == inputs[i].scalar_type(),
+                     InvalidArgument,
+                     "{}: output {} must hold {} x {} elements (ranks x input) of the input's "
+                     "type; it has {}",
+                     op, i, getSize(), inputs[i].numel(), outputs[i].numel());
+  }
+  at::Tensor packed = packTensors(inputs, op);
+  const CallSignature call{CollectiveKind::kAllgather, getSize(), packed.numel(),
+                           static_cast<int64_t>(packed.scalar_type())};
+  std::vector<at::Tensor> outs = outputs, ins = inputs;
+  return enqueue(::c10d::OpType::_ALLGATHER_BASE, "bigbatch:allgather_into_tensor_coalesced", outs,
+                 call, [this, packed, outs, ins]() mutable {
+                   const int n = getSize();
+                   std::vector<at::Tensor> rows =
+                       at::empty({n, packed.numel()}, packed.options()).unbind(0);
+                   allgatherTensor(*comm_, packed, rows);
+                   const at::Tensor all = at::stack(rows);  // [rank][every input, packed]
+                   int64_t offset = 0;
+                   for (size_t i = 0; i < outs.size(); ++i) {
+                     const int64_t m = ins[i].numel();
+                     outs[i].copy_(all.narrow(1, offset, m).reshape(outs[i].sizes()));
+                     offset += m;
+                   }
+                 });
+}
+
+c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::reduce_scatter_tensor_coalesced(
+    std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
+    const ::c10d::ReduceScatterOptions& opts) {
+  const char* op = "reduce_scatter_tensor (coalesced)";
+  BIGBATCH_REQUIRE(outputs.size() == inputs.size() && !inputs.empty(), InvalidArgument,
+                   "{}: {} output(s) for {} input(s)", op, outputs.size(), inputs.size());
+  const int n = getSize();
+  std::vector<at::Tensor> columns;  // input i as [rank][its chunk]
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    checkCpuTensor(inputs[i], op);
+    checkCpuTensor(outputs[i], op);
+    BIGBATCH_REQUIRE(inputs[i].numel() == outputs[i].numel() * n &&
+                         inputs[i].scalar_type() == outputs[i].scalar_type() &&
+                         inputs[i].scalar_type() == inputs[0].scalar_type(),
+                     InvalidArgument,
+                     "{}: input {} must hold {} x {} elements (ranks x output) of one type with "
+                     "the others; it has {} {}",
+                     op, i, n, outputs[i].numel(), inputs[i].numel(),
+                     c10::toString(inputs[i].scalar_type()));
+    columns.push_back(inputs[i].reshape({n, outputs[i].numel()}));
+  }
+  const ReduceKind kind = reduceKindOf(opts.reduceOp, op);
+  checkReducible(outputs[0], kind);
+  // Row r: every input's chunk for rank r, side by side — packed on the
+  // caller's thread, as the script may reuse its inputs once this returns.
+  const at::Tensor packed = at::cat(columns, 1);
+  const CallSignature call{CollectiveKind::kReduceScatter, static_cast<int64_t>(kind),
+                           packed.size(1), static_cast<int64_t>(packed.scalar_type())};
+  std::vector<at::Tensor> outs = outputs;
+  return enqueue(::c10d::OpType::_REDUCE_SCATTER_BASE, "bigbatch:reduce_scatter_tensor_coalesced", outs,
+                 call, [this, packed, outs, kind]() mutable {
+                   std::vector<at::Tensor> rows = packed.unbind(0);
+                   at::Tensor mine = at::empty({packed.size(1)}, packed.options());
+                   reduceScatterTensor(*comm_, rows, mine, kind);
+                   unpackTensors(mine, outs);
+                 });
+}
+#endif
+
 c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::compressedAllreduce(
     at::Tensor& buffer, int codec, int64_t bucketIndex, std::vector<BucketSlot> slots) {
   checkCpuTensor(buffer, "a bigbatch comm hook's allreduce");
