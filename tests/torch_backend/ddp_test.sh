@@ -52,6 +52,11 @@ run gloo2 2 --backend gloo --steps 200
 run bigbatch2 2 --backend bigbatch --steps 200
 [ "$(wc -l <"$dir/bigbatch2.log")" -eq 200 ] || fail "bigbatch2 logged $(wc -l <"$dir/bigbatch2.log") steps"
 cmp "$dir/gloo2.log" "$dir/bigbatch2.log" || { diff "$dir/gloo2.log" "$dir/bigbatch2.log" | head; fail "2 ranks: the losses differ from gloo's"; }
+# BIGBATCH_DDP_TEST_TWO_RANKS=1 (the PyTorch 2.x run, to keep CI's time):
+# no 3-rank comparison — its sums are the backend's own C++, the same under
+# either PyTorch; what 2.x changes is DDP's side, which the bit-exact 2-rank
+# run, the hooks, the resume and the bucket view cover.
+if [ "${BIGBATCH_DDP_TEST_TWO_RANKS:-0}" != 1 ]; then
 run gloo3 3 --backend gloo --steps 200
 run bigbatch3 3 --backend bigbatch --steps 200
 /usr/bin/python3 - "$dir/gloo3.log" "$dir/bigbatch3.log" <<'PY' || fail "3 ranks: the losses differ from gloo's"
@@ -64,6 +69,7 @@ print(f"3 ranks: first 20 steps max |loss difference| {early:.3g}; last 100 step
       f"{sum(a[-100:]) / 100:.4f} (gloo) and {sum(b[-100:]) / 100:.4f} (bigbatch)")
 assert len(a) == len(b) == 200 and early < 1e-5 and late < 0.10, (early, late)
 PY
+fi
 
 for hook in torch_fp16 torch_powersgd bigbatch_fp16 bigbatch_powersgd; do
   run "$hook" 2 --backend bigbatch --hook "$hook" --steps 60
