@@ -21,7 +21,6 @@ import atexit
 import importlib
 import os
 import sys
-import traceback
 import urllib.parse
 
 import torch
@@ -169,16 +168,21 @@ def _end_the_job_on_an_uncaught_exception():
     previous = sys.excepthook
 
     def hook(kind, value, tb):
-        if _C.live_groups() > 0 and int(os.environ.get("WORLD_SIZE", "1")) > 1:
-            # Written to the process's own stderr: PyTorch 2.x's
-            # init_process_group wraps this hook and holds what it prints
-            # until it returns, which ending the job here would lose.
-            traceback.print_exception(kind, value, tb, file=sys.__stderr__)
-            print(f"bigbatch_torch: rank {os.environ.get('RANK', '?')} ended with an uncaught "
-                  f"{kind.__name__}; ending every rank of the job",
-                  file=sys.__stderr__, flush=True)
-            _C.abort_job(1)
-        previous(kind, value, tb)
+        if not (_C.live_groups() > 0 and int(os.environ.get("WORLD_SIZE", "1")) > 1):
+            previous(kind, value, tb)
+            return
+        # PyTorch 2.x's init_process_group wraps this hook and holds what it
+        # prints (sys.stderr, for the while) until it returns, which ending
+        # the job here would lose: the traceback (the earlier hook's) goes
+        # to the process's own stderr.
+        held, sys.stderr = sys.stderr, sys.__stderr__
+        try:
+            previous(kind, value, tb)
+        finally:
+            sys.stderr = held
+        print(f"bigbatch_torch: rank {os.environ.get('RANK', '?')} ended with an uncaught "
+              f"{kind.__name__}; ending every rank of the job", file=sys.__stderr__, flush=True)
+        _C.abort_job(1)
 
     sys.excepthook = hook
 

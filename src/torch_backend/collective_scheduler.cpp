@@ -35,7 +35,7 @@ void CollectiveScheduler::submit(Task task, bool collective) {
     const std::lock_guard<std::mutex> lock(mutex_);
     BIGBATCH_REQUIRE(!stopped_, InvalidArgument,
                      "a collective on a bigbatch process group that was shut down (the "
-                     "interpreter is exiting, or the group is being destroyed)");
+                     "interpreter is exiting, or the group was destroyed)");
     const int64_t family = currentFamily >= 0 ? currentFamily
                            : collective       ? nextFamily_++
                                               : kNoFamily;

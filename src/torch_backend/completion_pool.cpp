@@ -1,6 +1,14 @@
 #include "completion_pool.h"
 
 namespace bigbatch::torch_backend {
+namespace {
+
+// Threads detached by a pool's destructor and not yet returned.
+std::mutex detachedMutex;
+std::condition_variable detachedDone;
+int detachedRunning = 0;  // guarded by detachedMutex
+
+}  // namespace
 
 CompletionPool::CompletionPool() : state_(std::make_shared<State>()) {}
 
@@ -11,6 +19,7 @@ CompletionPool::~CompletionPool() {
     const std::lock_guard<std::mutex> lock(s.mutex);
     s.stopping = true;
     threads.swap(s.threads);
+    s.detached = std::this_thread::get_id();  // matters only if it is one of them
   }
   s.wake.notify_all();
   const std::thread::id self = std::this_thread::get_id();
@@ -18,6 +27,10 @@ CompletionPool::~CompletionPool() {
   for (std::thread& t : threads) {
     if (t.get_id() == self) {
       onPoolThread = true;
+      {
+        const std::lock_guard<std::mutex> lock(detachedMutex);
+        ++detachedRunning;  // until work() returns on it
+      }
       t.detach();  // returns from its task to work(), which sees `stopping`
     } else {
       t.join();
@@ -55,8 +68,19 @@ void CompletionPool::work(const std::shared_ptr<State>& state) {
     ++s.idle;
     s.wake.wait(lock, [&s] { return s.stopping || !s.tasks.empty(); });
     --s.idle;
-    if (!runNext(s, lock)) return;  // stopping, nothing left
+    if (!runNext(s, lock)) break;  // stopping, nothing left
   }
+  if (s.stopping && s.detached == std::this_thread::get_id()) {
+    lock.unlock();
+    const std::lock_guard<std::mutex> done(detachedMutex);
+    --detachedRunning;
+    detachedDone.notify_all();
+  }
+}
+
+bool CompletionPool::waitForDetached(std::chrono::milliseconds limit) {
+  std::unique_lock<std::mutex> lock(detachedMutex);
+  return detachedDone.wait_for(lock, limit, [] { return detachedRunning == 0; });
 }
 
 bool CompletionPool::runNext(State& s, std::unique_lock<std::mutex>& lock) {

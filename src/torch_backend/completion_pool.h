@@ -11,7 +11,11 @@
 // its last reference to the process group inside a future's callback ends
 // the group there. That thread is not joined (a thread cannot join itself)
 // but detached; it runs what is still queued first, and its state lives on
-// (shared with the pool) until it has returned from its task.
+// (shared with the pool) until it has returned from its task. Such a thread
+// may still be finishing its task (dropping the Python objects it holds)
+// when the script ends: waitForDetached() lets the interpreter's exit wait
+// for it, as a thread that took the GIL during finalization would be ended
+// by force (and std::terminate called on the way).
 //
 // Threading: submit() from any thread; the destructor runs what is queued
 // and joins every thread but the calling one (the caller must not hold a
@@ -19,6 +23,7 @@
 // destructor).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <functional>
@@ -41,6 +46,10 @@ class CompletionPool {
   void submit(std::function<void()> task);
   // Threads started so far (for tests).
   int threads() const;
+  // Waits, up to `limit`, until every thread detached by a pool's
+  // destructor has returned; false if one still runs. Called by the
+  // process's exit (with Python's GIL released).
+  static bool waitForDetached(std::chrono::milliseconds limit);
 
  private:
   // What the threads use: shared with them, so that a thread the
@@ -52,6 +61,7 @@ class CompletionPool {
     std::vector<std::thread> threads;         // guarded by mutex
     int idle = 0;                             // guarded by mutex
     bool stopping = false;                    // guarded by mutex
+    std::thread::id detached;                 // guarded by mutex: the one not joined
   };
   static void work(const std::shared_ptr<State>& state);
   // Runs the oldest queued task with the lock released; false if none.

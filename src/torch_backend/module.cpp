@@ -53,10 +53,12 @@ c10::intrusive_ptr<ProcessGroupBigbatch> createGroup(
     std::chrono::milliseconds timeout) {
   // One group per process: MPI is entered by one thread at a time
   // (MPI_THREAD_SERIALIZED), and each group has its communication thread.
-  BIGBATCH_REQUIRE(ProcessGroupBigbatch::liveGroups() == 0, InvalidArgument,
+  // A group shut down but still referenced (PyTorch 2.x keeps references,
+  // as does a script's global DDP model) still holds its communicator.
+  BIGBATCH_REQUIRE(ProcessGroupBigbatch::aliveGroups() == 0, InvalidArgument,
                    "a second bigbatch process group in one process: the bigbatch backend runs "
-                   "one group (the default one); destroy it first, or use backend \"gloo\" for "
-                   "another");
+                   "one group (the default one); destroy it first (and drop what holds it: a "
+                   "DDP model, a hook's state), or use backend \"gloo\" for another");
   // MPI's world under mpirun or srun; otherwise (torchrun, or any env://
   // start) UCX or Gloo (BIGBATCH_TRANSPORT) over the store torch.distributed
   // made (comm/world.h).

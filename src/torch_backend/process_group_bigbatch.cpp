@@ -15,7 +15,8 @@
 namespace bigbatch::torch_backend {
 namespace {
 
-std::atomic<int> live{0};
+std::atomic<int> live{0};   // groups not yet stopped (quiesce)
+std::atomic<int> alive{0};  // group objects not yet destroyed
 std::mutex failureMutex;
 std::string failure;  // guarded by failureMutex
 
@@ -107,6 +108,7 @@ ProcessGroupBigbatch::ProcessGroupBigbatch(std::unique_ptr<Communicator> comm, i
   if (p2p_) poll = [this] { return p2p_->poll(); };
   scheduler_ = std::make_unique<CollectiveScheduler>(std::move(poll));
   ++live;
+  ++alive;
   {
     const std::lock_guard<std::mutex> lock(groupsMutex);
     groups->insert(this);
@@ -119,21 +121,26 @@ ProcessGroupBigbatch::ProcessGroupBigbatch(std::unique_ptr<Communicator> comm, i
 
 int ProcessGroupBigbatch::liveGroups() { return live.load(); }
 
+int ProcessGroupBigbatch::aliveGroups() { return alive.load(); }
+
 std::string ProcessGroupBigbatch::processFailure() {
   const std::lock_guard<std::mutex> lock(failureMutex);
   return failure;
 }
 
 void ProcessGroupBigbatch::quiesce() {
-  const std::lock_guard<std::mutex> lock(quiesceMutex_);  // shutdownAll and the destructor
+  // shutdownAll, shutdown and the destructor
+  const std::lock_guard<std::mutex> lock(quiesceMutex_);
+  // From here a send or receive that fails (a peer that ended first) is the
+  // group's end, not a failure of the job.
+  shuttingDown_ = true;
   scheduler_->stop();    // runs what is queued (the thread still uses scheduler_)
   if (p2p_) {
     // Sends and receives still in flight (the thread has stopped: this one
     // may touch them now): a send already delivered but not yet tested
     // completes here; one whose peer is slow gets a short grace; what is
-    // left (a receive nobody will match) fails its Work — the group's end,
-    // not a failure of the job: no peer is told, the process ends normally.
-    shuttingDown_ = true;
+    // left (a receive nobody will match) fails its Work — no peer is told,
+    // the process ends normally.
     const auto until = std::chrono::steady_clock::now() + kPointToPointGrace;
     while (p2p_->poll() && std::chrono::steady_clock::now() < until) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -164,9 +171,26 @@ void ProcessGroupBigbatch::shutdownAll() {
     }
   }
   for (const auto& group : alive) group->quiesce();
+  // A group ended inside its own callback left that completion thread
+  // detached, perhaps still dropping the callback's Python objects.
+  CompletionPool::waitForDetached(std::chrono::seconds(10));
+}
+
+void ProcessGroupBigbatch::endCallbacksRunningHere() {
+  // This thread runs one of this group's future callbacks, which is ending
+  // the group: the scheduler stops once every family's callbacks have
+  // ended, this one's included, which cannot end while its thread is here.
+  // End it now (the thread's task then leaves the scheduler alone), and the
+  // pool, stopped on its own thread, detaches that thread instead of
+  // joining it.
+  if (runningCallbacks.group != this) return;
+  runningCallbacks.groupEnded = true;
+  runningCallbacks.group = nullptr;  // a group made later at this address is another
+  scheduler_->callbacksEnded(runningCallbacks.family);
 }
 
 void ProcessGroupBigbatch::shutdown() {
+  endCallbacksRunningHere();  // destroy_process_group called inside a callback
   // A future's Python callback may be waiting for the GIL the caller holds.
   if (joinGuard()) {
     joinGuard()([this] { quiesce(); });
@@ -181,16 +205,8 @@ ProcessGroupBigbatch::~ProcessGroupBigbatch() {
     groups->erase(this);
   }
   // The script dropped its last reference inside one of this group's
-  // future callbacks: this runs on the completion thread running it. The
-  // scheduler stops once every family's callbacks have ended, this one's
-  // included, which cannot end while its thread is here: end it now (the
-  // thread's task then leaves the gone scheduler alone), and the pool,
-  // destroyed on its own thread, detaches that thread instead of joining it.
-  if (runningCallbacks.group == this) {
-    runningCallbacks.groupEnded = true;
-    runningCallbacks.group = nullptr;  // a group made later at this address is another
-    scheduler_->callbacksEnded(runningCallbacks.family);
-  }
+  // future callbacks: this runs on the completion thread running it.
+  endCallbacksRunningHere();
   // The communication thread finishes what was queued; a future's callback
   // on the completion pool may need what the caller holds (Python's GIL).
   auto stop = [this] {
@@ -202,6 +218,7 @@ ProcessGroupBigbatch::~ProcessGroupBigbatch() {
   } else {
     stop();
   }
+  --alive;
 }
 
 void ProcessGroupBigbatch::setJoinGuard(std::function<void(const std::function<void()>&)> guard) {

@@ -123,9 +123,10 @@ class ProcessGroupBigbatch : public BackendBase {
   // the call check: a rank that never comes is what it is for.
   void monitoredBarrier(const ::c10d::BarrierOptions& opts, bool waitAllRanks = false) override;
 #if TORCH_VERSION_MAJOR >= 2
-  // PyTorch 2.x's coalesced tensor forms (FSDP2 gathers and reduces a
-  // layer's parameters with them): every pair through one collective of the
-  // inputs packed together, of one type. all_gather_single_coalesced and
+  // PyTorch 2.x's coalesced tensor forms (all_gather_into_tensor and
+  // reduce_scatter_tensor inside _coalescing_manager; FSDP2 in places):
+  // every pair through one collective of the inputs packed together, of
+  // one type. all_gather_single_coalesced and
   // reduce_scatter_single_coalesced (2.15's names) forward to these.
   c10::intrusive_ptr<::c10d::Work> allgather_into_tensor_coalesced(
       std::vector<at::Tensor>& outputs, std::vector<at::Tensor>& inputs,
@@ -154,6 +155,9 @@ class ProcessGroupBigbatch : public BackendBase {
   std::string describe() const;
   // Groups of this process not yet destroyed or shut down.
   static int liveGroups();
+  // Group objects of this process not yet destroyed (a group shut down but
+  // still referenced holds its MPI communicator until it goes).
+  static int aliveGroups();
   // The first failure of any group of this process ("": none). Its peers
   // may be gone: the process must end the job (MPI_Abort), not finalize MPI.
   static std::string processFailure();
@@ -170,11 +174,16 @@ class ProcessGroupBigbatch : public BackendBase {
   // the heartbeat's pulse would write shared memory the exit's teardown
   // (MPI_Finalize) unmaps. A collective called afterwards raises.
   static void shutdownAll();
-  // PyTorch 2.x's destroy_process_group calls it (c10d::Backend::shutdown,
-  // where that exists; in 1.13 nothing does): the group finishes what is
-  // queued and stops, as when its last reference goes — 2.x keeps
-  // references past destroy_process_group. A collective afterwards raises.
+  // PyTorch 2.x's destroy_process_group calls it (c10d::Backend::shutdown;
+  // 1.13 has none): the group finishes what is queued and stops, as when
+  // its last reference goes — 2.x keeps references past
+  // destroy_process_group. A collective afterwards raises. Also from inside
+  // one of the group's own future callbacks.
+#if TORCH_VERSION_MAJOR >= 2
+  void shutdown() override;
+#else
   void shutdown();
+#endif
 
  private:
   using Body = std::function<void()>;
@@ -199,6 +208,8 @@ class ProcessGroupBigbatch : public BackendBase {
   // Finishes and stops the threads (the destructor's work, without freeing
   // the group); idempotent.
   void quiesce();
+  // Where this thread runs one of this group's callbacks and ends the group.
+  void endCallbacksRunningHere();
 
   BackendOptions options_;
   std::unique_ptr<Communicator> comm_;
@@ -209,7 +220,8 @@ class ProcessGroupBigbatch : public BackendBase {
   // On the communication thread; null where the transport cannot poll
   // (Gloo's): send and recv are refused there, naming the fix.
   std::unique_ptr<PointToPoint> p2p_;
-  // How long the group's destruction waits for sends and receives in flight.
+  // How long the group's end (shutdown or destruction) waits for sends and
+  // receives in flight.
   static constexpr std::chrono::seconds kPointToPointGrace{2};
   std::atomic<bool> shuttingDown_{false};  // set in quiesce(), before the last polls
   // Stopped in this order: the scheduler (it may hand completions to the

@@ -230,6 +230,27 @@ def main():
               torch.equal(lists[r][1], values(r, n, torch.int64, 6)) for r in range(n)),
           "all_gather_coalesced")
 
+    # PyTorch 2.x: all_gather_into_tensor and reduce_scatter_tensor inside
+    # _coalescing_manager, through the backend's coalesced forms (sizes 5
+    # and 3: unequal parts)
+    if int(torch.__version__.split(".")[0]) >= 2:
+        sizes = (5, 3)
+        ins = [values(rank, n, torch.float32, c) for c in sizes]
+        outs = [torch.empty(c * n) for c in sizes]
+        with dist.distributed_c10d._coalescing_manager():
+            for o, i in zip(outs, ins):
+                dist.all_gather_into_tensor(o, i)
+        check(all(torch.equal(o, torch.cat([values(r, n, torch.float32, c) for r in range(n)]))
+                  for o, c in zip(outs, sizes)), "coalesced all_gather_into_tensor")
+        # rank r's chunk j of input k: values(r) * (j + 1), for rank j
+        ins = [torch.cat([values(rank, n, torch.float32, c) * (j + 1) for j in range(n)]) for c in sizes]
+        outs = [torch.empty(c) for c in sizes]
+        with dist.distributed_c10d._coalescing_manager():
+            for o, i in zip(outs, ins):
+                dist.reduce_scatter_tensor(o, i)
+        check(all(torch.equal(o, expected_reduce(n, torch.float32, "SUM", c) * (rank + 1))
+                  for o, c in zip(outs, sizes)), "coalesced reduce_scatter_tensor")
+
     # the object collectives built on gather and scatter
     got = [None] * n if rank == 0 else None
     dist.gather_object({"rank": rank, "name": "x" * rank}, got, dst=0)

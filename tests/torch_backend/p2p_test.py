@@ -17,6 +17,9 @@
 - a receive left unmatched at the group's end fails its Work, and the job
   still ends normally.
 
+`p2p_test.py destroy_in_callback` (2 ranks): the group destroyed inside
+a future's callback; the job ends normally.
+
 `p2p_test.py recv_timeout`: rank 0 waits for a message rank 1 never
 sends; the receive fails at the group's timeout, naming rank 1.
 
@@ -72,7 +75,25 @@ def recv_timeout():
     sys.exit(1)
 
 
+def destroy_in_callback():
+    """destroy_process_group() inside a future's callback: the group ends on
+    its completion thread, which the interpreter's exit then waits for."""
+    dist.init_process_group("bigbatch", timeout=timedelta(seconds=30))
+    t = torch.ones(3)
+    work = dist.all_reduce(t, async_op=True)
+
+    def end(fut):
+        dist.destroy_process_group()
+        return fut.value()
+    work.get_future().then(end).wait()
+    ok = torch.equal(t, torch.full((3,), 2.0)) and bigbatch_torch._C.live_groups() == 0
+    print(f"destroy_in_callback: {'ok' if ok else 'FAIL'}", flush=True)
+    sys.exit(0 if ok else 1)
+
+
 def main():
+    if sys.argv[1:] == ["destroy_in_callback"]:
+        destroy_in_callback()
     if sys.argv[1:] == ["monitor_fail"]:
         monitor_fail()
     if sys.argv[1:] == ["recv_timeout"]:
