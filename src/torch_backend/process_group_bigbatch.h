@@ -21,6 +21,12 @@
 // the group is broken and the job must restart, as with gloo.
 //
 // Codecs (the comm hooks' work, codec_registry.h) run on the same thread.
+// Sends and receives are posted there in issue order, not run to their end
+// (point_to_point.h), and the monitored barrier keeps its own deadline.
+//
+// Files: the group's life and its queue here; its collectives in
+// process_group_collectives.cpp; sends, receives and the monitored barrier
+// in process_group_p2p.cpp.
 //
 // Threading: every public member from any thread; the communicator, the
 // allreduce and the codecs are touched only on the communication thread.
