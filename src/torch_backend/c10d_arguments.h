@@ -31,6 +31,12 @@ inline ReduceKind reduceKindOf(const ::c10d::ReduceOp& op, const char* collectiv
   }
 }
 
+// A rooted collective's root: a rank of the group. `what`: "gather to".
+inline void checkRoot(int root, int ranks, const char* what) {
+  BIGBATCH_REQUIRE(root >= 0 && root < ranks, InvalidArgument,
+                   "{} rank {}: the group has ranks 0..{}", what, root, ranks - 1);
+}
+
 // c10d passes lists; the backend takes one tensor per call (one device per
 // process, as gloo's CPU path).
 inline const at::Tensor& single(const std::vector<at::Tensor>& tensors, const char* op) {

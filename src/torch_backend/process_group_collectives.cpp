@@ -27,8 +27,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::broadcast(
   at::Tensor t = single(tensors, "broadcast");
   checkCpuTensor(t, "broadcast");
   const int root = static_cast<int>(opts.rootRank);
-  BIGBATCH_REQUIRE(root >= 0 && root < getSize(), InvalidArgument,
-                   "broadcast from rank {}: the group has ranks 0..{}", root, getSize() - 1);
+  checkRoot(root, getSize(), "broadcast from");
   const CallSignature call{CollectiveKind::kBroadcast, root, t.numel(),
                            static_cast<int64_t>(t.scalar_type())};
   return enqueue(::c10d::OpType::BROADCAST, "bigbatch:broadcast", {t}, call,
@@ -126,8 +125,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::reduce(std::vector<at::Te
   at::Tensor t = single(tensors, "reduce");
   checkCpuTensor(t, "reduce");
   const int root = static_cast<int>(opts.rootRank);
-  BIGBATCH_REQUIRE(root >= 0 && root < getSize(), InvalidArgument,
-                   "reduce to rank {}: the group has ranks 0..{}", root, getSize() - 1);
+  checkRoot(root, getSize(), "reduce to");
   const ReduceKind kind = reduceKindOf(opts.reduceOp, "reduce");
   checkReducible(t, kind);
   const CallSignature call{CollectiveKind::kReduce, static_cast<int64_t>(kind) + 8 * root,
@@ -144,8 +142,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::gather(
   const at::Tensor input = single(inputs, "gather");
   checkCpuTensor(input, "gather");
   const int root = static_cast<int>(opts.rootRank);
-  BIGBATCH_REQUIRE(root >= 0 && root < getSize(), InvalidArgument,
-                   "gather to rank {}: the group has ranks 0..{}", root, getSize() - 1);
+  checkRoot(root, getSize(), "gather to");
   BIGBATCH_REQUIRE(outputs.size() <= 1, InvalidArgument,
                    "gather into {} output lists: the bigbatch backend takes one list (of one "
                    "tensor per rank) on the root",
@@ -165,8 +162,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::scatter(
   at::Tensor output = single(outputs, "scatter");
   checkCpuTensor(output, "scatter");
   const int root = static_cast<int>(opts.rootRank);
-  BIGBATCH_REQUIRE(root >= 0 && root < getSize(), InvalidArgument,
-                   "scatter from rank {}: the group has ranks 0..{}", root, getSize() - 1);
+  checkRoot(root, getSize(), "scatter from");
   BIGBATCH_REQUIRE(inputs.size() <= 1, InvalidArgument,
                    "scatter of {} input lists: the bigbatch backend takes one list (of one "
                    "tensor per rank) on the root",
@@ -289,10 +285,10 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::allgather_into_tensor_coa
   return enqueue(::c10d::OpType::_ALLGATHER_BASE, "bigbatch:allgather_into_tensor_coalesced", outs,
                  call, [this, packed, outs, ins]() mutable {
                    const int n = getSize();
-                   std::vector<at::Tensor> rows =
-                       at::empty({n, packed.numel()}, packed.options()).unbind(0);
+                   // [rank][every input, packed], filled in place through its rows
+                   const at::Tensor all = at::empty({n, packed.numel()}, packed.options());
+                   std::vector<at::Tensor> rows = all.unbind(0);
                    allgatherTensor(*comm_, packed, rows);
-                   const at::Tensor all = at::stack(rows);  // [rank][every input, packed]
                    int64_t offset = 0;
                    for (size_t i = 0; i < outs.size(); ++i) {
                      const int64_t m = ins[i].numel();
