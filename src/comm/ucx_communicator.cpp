@@ -27,6 +27,10 @@ constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
 constexpr ucp_tag_t kNoticeMask = (ucp_tag_t{kSpaces - 1} << 44) | 0xffffu;
 constexpr milliseconds kNoticeGrace{2000};
 
+// The sender's bits of a tag ([space 20][sender 28][tag 16]); a receive from
+// any source matches with them masked out.
+constexpr ucp_tag_t kSenderBits = ucp_tag_t{0xfffffffu} << 16;
+
 ucp_tag_t tagOf(uint32_t space, int worldRank, int tag) {
   return (ucp_tag_t{space} << 44) | (ucp_tag_t(uint32_t(worldRank) & 0xfffffffu) << 16) |
          ucp_tag_t(uint32_t(tag) & 0xffffu);
@@ -258,7 +262,7 @@ class UcxRequest : public Request {
     ucp_request_free(request_);
     request_ = nullptr;
     if (isRecv_ && peer_ < 0 && status == UCS_OK) {
-      worldPeer_ = static_cast<int>((info.sender_tag >> 16) & 0xfffffffu);
+      worldPeer_ = sourceOf(info.sender_tag);
       peer_ = comm_->rankOfWorldRank(worldPeer_);
     }
     if (status == UCS_OK && (!isRecv_ || info.length == bytes_)) return;
@@ -415,9 +419,8 @@ std::unique_ptr<Request> UcxCommunicator::irecvAny(void* data, size_t bytes, int
   auto request = std::make_unique<UcxRequest>(world_, this, bytes, -1, -1, tag, true);
   ucp_request_param_t p = contiguousBytes();
   p.op_attr_mask |= UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
-  constexpr ucp_tag_t kAnySender = ~(ucp_tag_t{0xfffffffu} << 16);
   ucs_status_ptr_t r =
-      ucp_tag_recv_nbx(world_->worker, data, bytes, tagOf(space_, 0, tag), kAnySender, &p);
+      ucp_tag_recv_nbx(world_->worker, data, bytes, tagOf(space_, 0, tag), ~kSenderBits, &p);
   if (UCS_PTR_IS_ERR(r)) {
     world_->broken = true;
     BIGBATCH_THROW(PeerError, "UCX refused a receive from any source (tag {}, {} bytes): {}", tag,
