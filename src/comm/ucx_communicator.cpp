@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <deque>
+#include <memory>
 
 #include <ucp/api/ucp.h>
 
@@ -21,11 +23,16 @@ using std::chrono::milliseconds;
 constexpr uint32_t kSpaces = 1u << 20;
 constexpr uint32_t kWorldSpace = 1;
 constexpr int kErrorTag = 0xffff;
+// A rank that closes its world normally says so first (space 0, where no
+// communicator's messages go), so that a peer still waiting on it can tell
+// a normal end from a failure.
+constexpr int kGoodbyeTag = 0xfffe;
 constexpr size_t kErrorBytes = 4096;
 constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
 // Space and tag, any source: what an error notice is probed by.
 constexpr ucp_tag_t kNoticeMask = (ucp_tag_t{kSpaces - 1} << 44) | 0xffffu;
 constexpr milliseconds kNoticeGrace{2000};
+constexpr milliseconds kPeerEndGrace{200};
 
 // The sender's bits of a tag ([space 20][sender 28][tag 16]); a receive from
 // any source matches with them masked out.
@@ -75,15 +82,16 @@ struct UcxCommunicator::World {
       ucp_request_free(r);
     }
     if (poisoned) return;  // the worker and context are left to the process's end
-    // Close every endpoint, flushing it unless the world failed (then at
-    // once): the peers' sends to this rank end, not hang.
+    if (!broken) sayGoodbye();
+    // Close every endpoint, flushing it unless the world or that peer
+    // failed (then at once): the peers' sends to this rank end, not hang.
     std::vector<void*> closing;
-    ucp_request_param_t p{};
-    p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    p.flags = broken ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-    for (ucp_ep_h ep : endpoints) {
-      if (ep == nullptr) continue;
-      ucs_status_ptr_t s = ucp_ep_close_nbx(ep, &p);
+    for (size_t r = 0; r < endpoints.size(); ++r) {
+      if (endpoints[r] == nullptr) continue;
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      p.flags = broken || peerStatus[r] != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
+      ucs_status_ptr_t s = ucp_ep_close_nbx(endpoints[r], &p);
       if (s != nullptr && !UCS_PTR_IS_ERR(s)) closing.push_back(s);
     }
     const auto closeUntil = Clock::now() + kNoticeGrace;
@@ -93,8 +101,78 @@ struct UcxCommunicator::World {
       }
       ucp_request_free(r);
     }
+    if (worker != nullptr) drainSpaceZero();
+    if (poisoned) return;
     if (worker != nullptr) ucp_worker_destroy(worker);
     if (context != nullptr) ucp_cleanup(context);
+  }
+
+  // Takes the goodbyes and notices nobody received (UCX warns of every
+  // message left unmatched when its worker goes).
+  void drainSpaceZero() {
+    constexpr ucp_tag_t kSpaceMask = ucp_tag_t{kSpaces - 1} << 44;
+    ucp_tag_recv_info_t info{};
+    while (ucp_tag_message_h msg = ucp_tag_probe_nb(worker, 0, kSpaceMask, /*remove=*/1, &info)) {
+      auto bytes = std::make_unique<char[]>(std::max<size_t>(info.length, 1));
+      ucp_request_param_t p = contiguousBytes();
+      ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker, bytes.get(), info.length, msg, &p);
+      if (r == nullptr || UCS_PTR_IS_ERR(r)) continue;
+      const auto until = Clock::now() + milliseconds(100);
+      while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) {
+        ucp_worker_progress(worker);
+      }
+      if (ucp_request_check_status(r) == UCS_INPROGRESS) {  // the buffer stays UCX's
+        bytes.release();
+        poisoned = true;
+        return;
+      }
+      ucp_request_free(r);
+    }
+  }
+
+  // A zero-byte message to every peer still connected; the flushing close
+  // that follows delivers it before the endpoint goes.
+  void sayGoodbye() {
+    for (size_t r = 0; r < endpoints.size(); ++r) {
+      if (endpoints[r] == nullptr || peerStatus[r] != UCS_OK) continue;
+      ucp_request_param_t p = contiguousBytes();
+      ucs_status_ptr_t s =
+          ucp_tag_send_nbx(endpoints[r], nullptr, 0, tagOf(0, rank, kGoodbyeTag), &p);
+      if (s != nullptr && !UCS_PTR_IS_ERR(s)) ucp_request_free(s);  // the close flushes it
+    }
+  }
+
+  // Whether worldPeer closed its world normally (its goodbye has arrived).
+  // A few rounds of progress: the goodbye precedes the close on the wire,
+  // but the failure may be seen in the same progress call that reads it.
+  bool saidGoodbye(int worldPeer, int rounds = 8) {
+    ucp_tag_recv_info_t info{};
+    for (int round = 0; round < rounds; ++round) {
+      ucp_worker_progress(worker);
+      if (ucp_tag_probe_nb(worker, tagOf(0, worldPeer, kGoodbyeTag), kFullMask, /*remove=*/0,
+                           &info) != nullptr) {
+        return true;
+      }
+    }
+    return false;
+  }
+
+  // Raises why the connection to worldPeer failed: a peer's notice first
+  // (a rank that said why it failed; the peer may have left because of it),
+  // then a normal end, else the transport's status.
+  // `when` completes "... failed <when>".
+  [[noreturn]] void throwPeerFailure(int worldPeer, int peer, const std::string& when,
+                                     ucs_status_t status) {
+    throwNotice();
+    if (saidGoodbye(worldPeer)) {
+      BIGBATCH_THROW(PeerEndedError,
+                     "rank {} ended its communicator normally {}: the ranks' sends and "
+                     "receives (or collectives) do not match",
+                     peer, when);
+    }
+    broken = true;
+    BIGBATCH_THROW(PeerError, "the connection to rank {} failed {}: {}", peer, when,
+                   ucs_status_string(status));
   }
 
   // Raises the first error notice waiting for this rank, if any.
@@ -123,10 +201,11 @@ namespace {
 
 void onPeerError(void* arg, ucp_ep_h ep, ucs_status_t status) {
   auto* world = static_cast<UcxCommunicator::World*>(arg);
+  // Recorded, not yet a failure: the peer may have ended normally (its
+  // goodbye tells), which only an operation still waiting on it makes one.
   for (size_t r = 0; r < world->endpoints.size(); ++r) {
     if (world->endpoints[r] == ep && world->peerStatus[r] == UCS_OK) world->peerStatus[r] = status;
   }
-  world->broken = true;
 }
 
 class UcxRequest : public Request {
@@ -146,7 +225,6 @@ class UcxRequest : public Request {
   ~UcxRequest() override {
     if (request_ == nullptr) return;
     UcxCommunicator::World& w = *world_;
-    w.broken = true;
     if (w.poisoned) {  // the worker is not progressed again
       ucp_request_free(request_);
       return;
@@ -161,6 +239,10 @@ class UcxRequest : public Request {
       return ucp_request_check_status(request_) != UCS_INPROGRESS;
     };
     if (!settle(milliseconds(200))) {
+      // Only closing an endpoint by force ends it: the world has failed.
+      // (A receive cancelled cleanly leaves it whole: a peer that ended
+      // normally may still be told so.)
+      w.broken = true;
       // A receive from any source has no endpoint to close: it is settled
       // or the worker is poisoned.
       ucp_ep_h& ep = worldPeer_ >= 0 ? w.endpoints[static_cast<size_t>(worldPeer_)] : noEndpoint_;
@@ -249,14 +331,29 @@ class UcxRequest : public Request {
   void checkPeer() {
     world_->throwNotice();
     if (worldPeer_ < 0) return;
+    // A peer that said goodbye had finished every send it started (an
+    // unfinished one breaks its world: no goodbye), so what is still
+    // pending with it never ends, though UCX may not see its endpoint go
+    // (two workers of one process, over shared memory).
     const ucs_status_t peer = world_->peerStatus[static_cast<size_t>(worldPeer_)];
-    if (peer != UCS_OK) {
-      world_->broken = true;
-      BIGBATCH_THROW(PeerError, "the connection to rank {} failed while this rank waited to "
-                     "{} (tag {}, {} bytes): {}",
-                     peer_, isRecv_ ? "receive from it" : "send to it", tag_, bytes_,
-                     ucs_status_string(peer));
+    if (peer != UCS_OK || world_->saidGoodbye(worldPeer_, /*rounds=*/1)) {
+      // What the peer sent before it ended may still be landing (the last
+      // fragment of a large message, processed in the same progress call
+      // that read the goodbye): a short grace before it counts as lost.
+      if (settlesWithin(kPeerEndGrace)) return;
+      world_->throwPeerFailure(worldPeer_, peer_, waitingFor(), peer);
     }
+  }
+  // Progresses until the request is no longer in progress (true; the
+  // caller's next poll finishes it) or the grace has passed.
+  bool settlesWithin(milliseconds grace) {
+    const auto until = Clock::now() + grace;
+    ucp_tag_recv_info_t info{};
+    do {
+      ucp_worker_progress(world_->worker);
+      if (poll(info) != UCS_INPROGRESS) return true;
+    } while (Clock::now() < until);
+    return false;
   }
   void finish(ucs_status_t status, const ucp_tag_recv_info_t& info) {
     ucp_request_free(request_);
@@ -266,13 +363,20 @@ class UcxRequest : public Request {
       peer_ = comm_->rankOfWorldRank(worldPeer_);
     }
     if (status == UCS_OK && (!isRecv_ || info.length == bytes_)) return;
+    if (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED) {
+      world_->broken = true;
+      throwSizeMismatch(status, info.length);
+    }
+    // (a peer that ended normally leaves this world usable with the others)
+    if (worldPeer_ >= 0) world_->throwPeerFailure(worldPeer_, peer_, waitingFor(), status);
     world_->broken = true;
-    if (status == UCS_OK || status == UCS_ERR_MESSAGE_TRUNCATED) throwSizeMismatch(status, info.length);
     world_->throwNotice();  // a peer that said why it failed, then left
-    BIGBATCH_THROW(PeerError, "the connection to {} failed while this rank waited to {} "
-                   "(tag {}, {} bytes): {}",
-                   peerName(), isRecv_ ? "receive from it" : "send to it", tag_, bytes_,
-                   ucs_status_string(status));
+    BIGBATCH_THROW(PeerError, "a receive from any source failed (tag {}, {} bytes): {}", tag_,
+                   bytes_, ucs_status_string(status));
+  }
+  std::string waitingFor() const {
+    return fmt::format("while this rank waited to {} it (tag {}, {} bytes)",
+                       isRecv_ ? "receive from" : "send to", tag_, bytes_);
   }
 
   [[noreturn]] void throwSizeMismatch(ucs_status_t status, size_t length) const {
@@ -366,12 +470,12 @@ bool UcxCommunicator::broken() const { return world_->broken; }
 int UcxCommunicator::worldRankOf(int peer) const {
   BIGBATCH_REQUIRE(peer >= 0 && peer < size() && peer != rank_, InvalidArgument,
                    "peer {} is not another rank of this communicator of {}", peer, size());
-  BIGBATCH_REQUIRE(world_->peerStatus[static_cast<size_t>(members_[static_cast<size_t>(peer)])] ==
-                       UCS_OK,
-                   PeerError, "the connection to rank {} failed earlier: {}", peer,
-                   ucs_status_string(world_->peerStatus[static_cast<size_t>(
-                       members_[static_cast<size_t>(peer)])]));
-  return members_[static_cast<size_t>(peer)];
+  const int world = members_[static_cast<size_t>(peer)];
+  if (world_->peerStatus[static_cast<size_t>(world)] != UCS_OK) {
+    world_->throwPeerFailure(world, peer, "earlier, before this rank's exchange with it",
+                             world_->peerStatus[static_cast<size_t>(world)]);
+  }
+  return world;
 }
 
 std::unique_ptr<Request> UcxCommunicator::isend(const void* data, size_t bytes, int peer, int tag) {

@@ -53,10 +53,12 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::pointToPoint(
         auto done = [this, work, isSend](std::exception_ptr error, int source) {
           // A send or receive that failed (a timeout, a lost peer, sizes
           // that differ) breaks the group as a collective does; one ended
-          // by the group's destruction does not.
+          // by the group's destruction, or by its peer's normal end (a
+          // receive nobody sends to, the script's to fail), does not.
           if (error && !shuttingDown_) {
             try {
               std::rethrow_exception(error);
+            } catch (const PeerEndedError&) {
             } catch (const std::exception& e) {
               recordFailure(e.what());
             }

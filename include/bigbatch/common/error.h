@@ -45,6 +45,15 @@ class PeerError : public Error {
   using Error::Error;
 };
 
+// A peer that ended its communicator normally (it said so as it closed)
+// while this rank still waited on it: the ranks' sends and receives, or
+// their collectives, do not match. A receive nobody will send to, left at
+// the end, is the user's to fail; it need not end the job.
+class PeerEndedError : public PeerError {
+ public:
+  using PeerError::PeerError;
+};
+
 // Ranks that disagree (sizes, dtypes, checksums).
 class MismatchError : public Error {
  public:
