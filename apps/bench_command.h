@@ -1,0 +1,32 @@
+// `bigbatch bench allreduce|optim|pipeline|step`: the command-line
+// definitions of the benchmarks (each benchmark itself lives in its own
+// bench_*.cpp) and the dispatch to the one given. Not thread-safe; used
+// once, by main, before anything else runs.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include "bench_allreduce.h"
+#include "bench_optim.h"
+#include "bench_pipeline.h"
+#include "bench_step.h"
+
+namespace bigbatch {
+
+// The options of each bench subcommand, and the subcommand given.
+struct BenchArgs {
+  BenchAllreduceOptions ar;
+  bool noMemcpy = false;
+  BenchOptimOptions bo;
+  BenchPipelineOptions bp;
+  BenchStepOptions bs;
+  CLI::App *allreduce = nullptr, *optim = nullptr, *pipeline = nullptr, *step = nullptr;
+};
+
+// Adds `bench` and its subcommands to app, filling b when parsed.
+void addBenchCommands(CLI::App& app, BenchArgs& b);
+
+// Runs the bench subcommand that was given; -1 when none was.
+int runBench(BenchArgs& b);
+
+}  // namespace bigbatch
