@@ -6,7 +6,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <deque>
+#include <exception>
 #include <memory>
+#include <optional>
 
 #include <ucp/api/ucp.h>
 
@@ -82,7 +84,9 @@ struct UcxCommunicator::World {
       ucp_request_free(r);
     }
     if (poisoned) return;  // the worker and context are left to the process's end
-    if (!broken) sayGoodbye();
+    // Only a normal end says goodbye: not a world that failed, posted an
+    // error notice, or goes while an exception unwinds.
+    if (!broken && notices.empty() && std::uncaught_exceptions() == 0) sayGoodbye();
     // Close every endpoint, flushing it unless the world or that peer
     // failed (then at once): the peers' sends to this rank end, not hang.
     std::vector<void*> closing;
@@ -130,9 +134,24 @@ struct UcxCommunicator::World {
     }
   }
 
-  // A zero-byte message to every peer still connected; the flushing close
-  // that follows delivers it before the endpoint goes.
+  // A zero-byte message to every peer still connected, after a flush (so
+  // everything sent before it has landed at the peer, on whichever lane);
+  // the flushing close that follows delivers it before the endpoint goes.
   void sayGoodbye() {
+    std::vector<void*> flushing;
+    for (size_t r = 0; r < endpoints.size(); ++r) {
+      if (endpoints[r] == nullptr || peerStatus[r] != UCS_OK) continue;
+      ucp_request_param_t p{};
+      ucs_status_ptr_t f = ucp_ep_flush_nbx(endpoints[r], &p);
+      if (f != nullptr && !UCS_PTR_IS_ERR(f)) flushing.push_back(f);
+    }
+    const auto until = Clock::now() + kNoticeGrace;
+    for (void* f : flushing) {
+      while (ucp_request_check_status(f) == UCS_INPROGRESS && Clock::now() < until) {
+        ucp_worker_progress(worker);
+      }
+      ucp_request_free(f);
+    }
     for (size_t r = 0; r < endpoints.size(); ++r) {
       if (endpoints[r] == nullptr || peerStatus[r] != UCS_OK) continue;
       ucp_request_param_t p = contiguousBytes();
@@ -282,6 +301,8 @@ class UcxRequest : public Request {
       if (status != UCS_INPROGRESS) break;
       if ((idle.polls() & 63) == 63) {
         checkPeer();
+        status = poll(info);  // (done during checkPeer's progress: not a timeout)
+        if (status != UCS_INPROGRESS) break;
         if (Clock::now() > deadline) {
           world_->broken = true;
           BIGBATCH_THROW(TimeoutError,
@@ -338,22 +359,14 @@ class UcxRequest : public Request {
     const ucs_status_t peer = world_->peerStatus[static_cast<size_t>(worldPeer_)];
     if (peer != UCS_OK || world_->saidGoodbye(worldPeer_, /*rounds=*/1)) {
       // What the peer sent before it ended may still be landing (the last
-      // fragment of a large message, processed in the same progress call
-      // that read the goodbye): a short grace before it counts as lost.
-      if (settlesWithin(kPeerEndGrace)) return;
+      // fragment of a large message, processed after the goodbye was
+      // read): a grace, counted from when this request first saw it, while
+      // the caller goes on polling (the communication thread is not held).
+      const auto now = Clock::now();
+      if (!peerEndSeen_) peerEndSeen_ = now;
+      if (now - *peerEndSeen_ < kPeerEndGrace) return;
       world_->throwPeerFailure(worldPeer_, peer_, waitingFor(), peer);
     }
-  }
-  // Progresses until the request is no longer in progress (true; the
-  // caller's next poll finishes it) or the grace has passed.
-  bool settlesWithin(milliseconds grace) {
-    const auto until = Clock::now() + grace;
-    ucp_tag_recv_info_t info{};
-    do {
-      ucp_worker_progress(world_->worker);
-      if (poll(info) != UCS_INPROGRESS) return true;
-    } while (Clock::now() < until);
-    return false;
   }
   void finish(ucs_status_t status, const ucp_tag_recv_info_t& info) {
     ucp_request_free(request_);
@@ -392,6 +405,7 @@ class UcxRequest : public Request {
   std::shared_ptr<UcxCommunicator::World> world_;
   UcxCommunicator* comm_;
   ucp_ep_h noEndpoint_ = nullptr;  // a receive from any source's (none)
+  std::optional<Clock::time_point> peerEndSeen_;  // the peer's end or failure, first seen
   ucs_status_ptr_t request_ = nullptr;
   size_t bytes_;
   int peer_, worldPeer_, tag_;

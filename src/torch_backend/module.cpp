@@ -51,19 +51,26 @@ std::chrono::milliseconds timeoutFor(std::chrono::milliseconds given) {
 c10::intrusive_ptr<ProcessGroupBigbatch> createGroup(
     const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout) {
-  // One group per process: MPI is entered by one thread at a time
-  // (MPI_THREAD_SERIALIZED), and each group has its communication thread.
-  // A group shut down but still referenced (PyTorch 2.x keeps references,
-  // as does a script's global DDP model) still holds its communicator.
-  BIGBATCH_REQUIRE(ProcessGroupBigbatch::aliveGroups() == 0, InvalidArgument,
-                   "a second bigbatch process group in one process: the bigbatch backend runs "
-                   "one group (the default one); destroy it first (and drop what holds it: a "
-                   "DDP model, a hook's state), or use backend \"gloo\" for another");
+  // A group after the first (new_group, a DeviceMesh's dimensions) is a
+  // world of its own over the store c10d prefixed for it: its own UCX (or
+  // Gloo) connections, shared memory and communication thread. Under MPI a
+  // second group would need MPI_THREAD_MULTIPLE (each group's thread enters
+  // MPI), so there it stays one group per process. A group shut down but
+  // still referenced (PyTorch 2.x keeps references, as does a script's
+  // global DDP model) still holds its communicator.
+  const bool first = ProcessGroupBigbatch::aliveGroups() == 0;
+  const bool overMpi = MpiCommunicator::launchedByMpi();
+  BIGBATCH_REQUIRE(first || !overMpi, InvalidArgument,
+                   "a second bigbatch process group under an MPI launch (new_group, a "
+                   "DeviceMesh): over MPI the bigbatch backend runs one group per process; start "
+                   "the ranks with torchrun for subgroups (each its own UCX world), or make the "
+                   "subgroup with backend \"gloo\"");
   // MPI's world under mpirun or srun; otherwise (torchrun, or any env://
   // start) UCX or Gloo (BIGBATCH_TRANSPORT) over the store torch.distributed
   // made (comm/world.h).
   std::unique_ptr<Communicator> world;
-  if (MpiCommunicator::launchedByMpi()) {
+  const int processRank = errorRank();
+  if (overMpi) {
     world = MpiCommunicator::world();
   } else {
     BIGBATCH_REQUIRE(store, InvalidArgument,
@@ -78,10 +85,12 @@ c10::intrusive_ptr<ProcessGroupBigbatch> createGroup(
     world = connectOverStore(*kv, rank, size, addr != nullptr ? addr : "", timeoutFor(timeout));
   }
   BIGBATCH_REQUIRE(size == world->size(), InvalidArgument,
-                   "a bigbatch process group of {} rank(s) in a job of {}: the bigbatch backend "
-                   "runs the default group of every rank; make subgroups with backend \"gloo\"",
+                   "a bigbatch process group of {} rank(s) in a job of {}: under an MPI launch "
+                   "the bigbatch backend runs the default group of every rank; start the ranks "
+                   "with torchrun for subgroups, or make them with backend \"gloo\"",
                    size, world->size());
-  setErrorRank(world->rank());
+  // Errors name the process's rank in the default group, not a subgroup's.
+  setErrorRank(first ? world->rank() : processRank);
   BackendOptions options;
   options.timeout = timeoutFor(timeout);
   if (const char* name = std::getenv("BIGBATCH_ALLREDUCE"); name != nullptr && *name != '\0') {

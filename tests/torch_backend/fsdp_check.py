@@ -10,6 +10,11 @@ fsdp_test.sh drives it under mpirun).
       this job's ranks (another count), CKPT loaded into it (DCP reshards),
       every parameter's full value equal to REF's, exactly
 
+  fsdp_check.py BACKEND hsdp LOG             4 ranks (torchrun): the same 10
+      steps with HSDP, fully_shard on a 2 x 2 DeviceMesh (replicated across
+      its first dimension, sharded along its second: two subgroups of 2 on
+      each rank), each step's mean loss into LOG
+
 BACKEND "gloo" needs MASTER_ADDR and MASTER_PORT (a real store).
 """
 import sys
@@ -23,14 +28,14 @@ from torch.distributed.fsdp import fully_shard
 import bigbatch_torch  # noqa: F401
 
 
-def model():
+def model(mesh=None):
     torch.manual_seed(0)
     m = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 48),
                             torch.nn.ReLU(), torch.nn.Linear(48, 10))
     for layer in m:
         if isinstance(layer, torch.nn.Linear):
-            fully_shard(layer)
-    fully_shard(m)
+            fully_shard(layer, mesh=mesh)
+    fully_shard(m, mesh=mesh)
     return m
 
 
@@ -42,9 +47,13 @@ def main():
     backend, mode = sys.argv[1], sys.argv[2]
     dist.init_process_group(backend, timeout=timedelta(seconds=60))
     rank, n = dist.get_rank(), dist.get_world_size()
-    m = model()
-    if mode == "train":
-        log, ckpt, ref = sys.argv[3:6]
+    mesh = None
+    if mode == "hsdp":
+        from torch.distributed.device_mesh import init_device_mesh
+        mesh = init_device_mesh("cpu", (2, n // 2), mesh_dim_names=("replicate", "shard"))
+    m = model(mesh)
+    if mode in ("train", "hsdp"):
+        log, ckpt, ref = (sys.argv[3:6] if mode == "train" else (sys.argv[3], None, None))
         opt = torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
         g = torch.Generator().manual_seed(rank)
         losses = []
@@ -57,12 +66,14 @@ def main():
             mean = loss.detach().clone()
             dist.all_reduce(mean)
             losses.append(mean.item() / n)
-        dcp.save({"model": m.state_dict()}, checkpoint_id=ckpt)
-        values = full(m)
         if rank == 0:
             with open(log, "w") as f:
                 f.write("".join(f"{v:.9g}\n" for v in losses))
-            torch.save(values, ref)
+        if ckpt is not None:
+            dcp.save({"model": m.state_dict()}, checkpoint_id=ckpt)
+            values = full(m)
+            if rank == 0:
+                torch.save(values, ref)
     else:
         ckpt, ref = sys.argv[3:5]
         state = {"model": m.state_dict()}

@@ -10,6 +10,8 @@
 #   2. the 4-rank run's sharded state, saved with torch.distributed.checkpoint,
 #      loads into the model sharded over 2 ranks (DCP reshards), every
 #      parameter equal to the saved one exactly.
+#   3. HSDP on a 2 x 2 DeviceMesh (subgroups: under torchrun, the venv's),
+#      the same losses as gloo's HSDP within the same 2e-6.
 #   fsdp_test.sh PYTHON
 set -u
 python=$1
@@ -26,18 +28,29 @@ run() {  # run NAME RANKS ARGS...: fsdp_check.py under mpirun
     >"$dir/$name.out" 2>&1 || fail "$name exited non-zero"
 }
 
+run_torchrun() {  # run_torchrun NAME ARGS...: fsdp_check.py on 4 ranks under the venv's torchrun
+  local name=$1; shift
+  timeout -k 5 300 "$(dirname "$python")/torchrun" --nproc-per-node 4 --master-port "$(port)" \
+    "$check" "$@" >"$dir/$name.out" 2>&1 || fail "$name exited non-zero"
+}
+same_losses() {  # same_losses WHAT A.log B.log: 10 steps each, within 2e-6
+  /usr/bin/python3 - "$@" <<'PY' || fail "$1: the losses differ from gloo's"
+import sys
+what, a, b = sys.argv[1], [float(x) for x in open(sys.argv[2])], [float(x) for x in open(sys.argv[3])]
+worst = max(abs(x - y) for x, y in zip(a, b))
+print(f"{what}: 10 steps, max |loss difference| against gloo {worst:.2g}")
+sys.exit(0 if len(a) == len(b) == 10 and worst <= 2e-6 else 1)
+PY
+}
+
 run gloo 4 gloo train "$dir/gloo.log" "$dir/ck_gloo" "$dir/ref_gloo.pt"
 run bigbatch 4 bigbatch train "$dir/bigbatch.log" "$dir/ck" "$dir/ref.pt"
 [ "$(wc -l <"$dir/bigbatch.log")" -eq 10 ] || fail "bigbatch logged $(wc -l <"$dir/bigbatch.log") steps"
-/usr/bin/python3 - "$dir/gloo.log" "$dir/bigbatch.log" <<'PY' || fail "the losses differ from gloo's"
-import sys
-a = [float(x) for x in open(sys.argv[1])]
-b = [float(x) for x in open(sys.argv[2])]
-worst = max(abs(x - y) for x, y in zip(a, b))
-print(f"FSDP2 on 4 ranks: 10 steps, max |loss difference| against gloo {worst:.2g}")
-sys.exit(0 if len(a) == len(b) == 10 and worst <= 2e-6 else 1)
-PY
+same_losses "FSDP2 on 4 ranks" "$dir/gloo.log" "$dir/bigbatch.log"
 run load 2 bigbatch load "$dir/ck" "$dir/ref.pt"
 grep -q "fsdp_check: load ok" "$dir/load.out" || fail "the resharded load did not report ok"
 grep "fsdp_check: load ok" "$dir/load.out"
+run_torchrun hsdp_gloo gloo hsdp "$dir/hsdp_gloo.log"
+run_torchrun hsdp bigbatch hsdp "$dir/hsdp.log"
+same_losses "HSDP on a 2 x 2 mesh" "$dir/hsdp_gloo.log" "$dir/hsdp.log"
 echo "fsdp_test: ok"

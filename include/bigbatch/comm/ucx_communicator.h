@@ -20,11 +20,20 @@
 //  - Error notices (postError): a message in space 0 with a reserved tag;
 //    waits probe for it (ucp_tag_probe_nb) every 64 unsuccessful polls and
 //    raise MismatchError carrying it.
-//  - A peer that exits: endpoints use UCP_ERR_HANDLING_MODE_PEER, so its
-//    sends fail with UCX's status, and waits on its receives check the
-//    endpoint's state: PeerError. Over TCP its reset is seen at once; over
-//    shared memory only by UCX's keep-alive, so there the deadline may come
-//    first (a rank that dies under torchrun is ended by the agent anyway).
+//  - A peer that ends normally: its world, closing unfailed (no error
+//    notice posted, no exception unwinding), flushes each endpoint and
+//    sends a goodbye (space 0, another reserved tag). A wait on that peer
+//    that sees it still in progress 200 ms later (what the peer sent before
+//    may still be landing) raises PeerEndedError, "rank N ended its
+//    communicator normally …": the ranks' calls do not match. A receive
+//    from any source is tied to no peer and waits for its deadline.
+//  - A peer that exits otherwise: endpoints use UCP_ERR_HANDLING_MODE_PEER,
+//    so its sends fail with UCX's status, and waits on its receives check
+//    the endpoint's state: PeerError (after the same grace; an error notice
+//    that arrived first is raised instead). Over TCP its reset is seen at
+//    once; over shared memory only by UCX's keep-alive, so there the
+//    deadline may come first (a rank that dies under torchrun is ended by
+//    the agent anyway).
 //  - Shared memory for the ranks of one host: POSIX shm (store_world).
 //
 // Threading contract: as Communicator's — one thread at a time for the

@@ -1,0 +1,131 @@
+#!/usr/bin/python3
+"""Subgroups on the "bigbatch" backend (torchrun, 4 ranks):
+
+- `new_group` pairs {0,1} and {2,3}, and {1,3}: each a bigbatch group of
+  its own (its own UCX world over the store c10d prefixed for it);
+  all_reduce, broadcast, all_gather and reduce_scatter in each, against
+  the values computed directly, interleaved with the default group's
+  collectives;
+- sends and receives inside a subgroup (its own numbering);
+- PyTorch 2.x: a 2 x 2 DeviceMesh on the CPU, an all_reduce along each
+  dimension.
+
+`subgroups_test.py refused` (mpirun): under an MPI launch the backend runs
+one group per process, and new_group says so, naming the fix.
+
+  torchrun --nproc_per_node 4 subgroups_test.py   (PYTHONPATH: the built bigbatch_torch)
+"""
+import os
+import sys
+import traceback
+
+import torch
+import torch.distributed as dist
+
+os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+import bigbatch_torch  # noqa: E402
+
+failures = []
+RANK = [None]
+
+
+def check(ok, what):
+    if not ok:
+        failures.append(what)
+        print(f"[rank {RANK[0]}] FAIL: {what}", flush=True)
+
+
+def refused():
+    dist.init_process_group("bigbatch")
+    RANK[0] = dist.get_rank()
+    try:
+        dist.new_group([0, 1])
+        check(False, "new_group ran under mpirun")
+    except Exception as e:  # noqa: BLE001 (the creator's error, whatever c10d wraps it in)
+        check("start the ranks with torchrun for subgroups" in str(e), f"the refusal: {e}")
+    t = torch.ones(2)
+    dist.all_reduce(t)  # the default group still works
+    check(torch.equal(t, torch.full((2,), float(dist.get_world_size()))), "all_reduce after")
+    dist.destroy_process_group()
+    if not failures and RANK[0] == 0:
+        print("subgroups_test: refused ok", flush=True)
+
+
+def in_group(group, members, rank):
+    """Collectives in `group` (of `members`, global ranks) on rank `rank`."""
+    me = members.index(rank)
+    n = len(members)
+    check(bigbatch_torch.backend_of(group) is not None, "the subgroup runs bigbatch")
+    check(dist.get_rank(group) == me and dist.get_world_size(group) == n,
+          f"rank {dist.get_rank(group)} of {dist.get_world_size(group)} in {members}")
+    t = torch.full((5,), float(rank + 1))
+    dist.all_reduce(t, group=group)
+    want = float(sum(r + 1 for r in members))
+    check(torch.equal(t, torch.full((5,), want)), f"all_reduce in {members}: {t.tolist()}")
+    b = torch.arange(4, dtype=torch.float64) * (rank + 1)
+    dist.broadcast(b, src=members[-1], group=group)  # src: a global rank
+    check(torch.equal(b, torch.arange(4, dtype=torch.float64) * (members[-1] + 1)),
+          f"broadcast in {members}: {b.tolist()}")
+    outs = [torch.empty(3, dtype=torch.int32) for _ in members]
+    dist.all_gather(outs, torch.full((3,), rank, dtype=torch.int32), group=group)
+    check([int(o[0]) for o in outs] == members, f"all_gather in {members}")
+    out = torch.empty(2)
+    dist.reduce_scatter(out, [torch.full((2,), float(rank * 10 + i)) for i in range(n)],
+                        group=group)
+    want = float(sum(r * 10 + me for r in members))
+    check(torch.equal(out, torch.full((2,), want)), f"reduce_scatter in {members}: {out.tolist()}")
+
+
+def main():
+    if sys.argv[1:] == ["refused"]:
+        refused()
+        return
+    dist.init_process_group("bigbatch")
+    rank, n = dist.get_rank(), dist.get_world_size()
+    RANK[0] = rank
+    assert n == 4, "run on 4 ranks"
+    # Every rank calls new_group for every group, members or not (c10d's rule).
+    pairs = [dist.new_group([0, 1]), dist.new_group([2, 3])]
+    odd = dist.new_group([1, 3])
+    mine = [0, 1] if rank < 2 else [2, 3]
+    in_group(pairs[rank // 2], mine, rank)
+    t = torch.ones(3)
+    dist.all_reduce(t)  # the default group between the subgroups' collectives
+    check(torch.equal(t, torch.full((3,), 4.0)), f"default all_reduce: {t.tolist()}")
+    if rank in (1, 3):
+        in_group(odd, [1, 3], rank)
+        # Point to point in the subgroup; peers named by their global ranks.
+        other = 3 if rank == 1 else 1
+        got = torch.empty(4)
+        r = dist.irecv(got, other, group=odd)
+        dist.send(torch.full((4,), float(rank)), other, group=odd)
+        r.wait()
+        check(torch.equal(got, torch.full((4,), float(other))), f"recv in [1, 3]: {got.tolist()}")
+    in_group(pairs[rank // 2], mine, rank)  # again, after the others' traffic
+    meshes = int(torch.__version__.split(".")[0]) >= 2
+    if meshes:
+        from torch.distributed.device_mesh import init_device_mesh
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        for dim, peers in (("dp", [rank % 2, rank % 2 + 2]), ("tp", mine)):
+            g = mesh.get_group(dim)
+            check(bigbatch_torch.backend_of(g) is not None, f"the mesh's {dim} group runs bigbatch")
+            t = torch.full((2,), float(rank + 1))
+            dist.all_reduce(t, group=g)
+            want = float(sum(p + 1 for p in peers))
+            check(torch.equal(t, torch.full((2,), want)), f"mesh {dim} all_reduce: {t.tolist()}")
+    dist.barrier()
+    dist.destroy_process_group()
+    if failures:
+        sys.exit(1)
+    if rank == 0:
+        print(f"subgroups_test: ok{' (and a 2 x 2 DeviceMesh)' if meshes else ''}", flush=True)
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    except Exception:
+        traceback.print_exc()
+        sys.exit(1)
+    if failures:
+        sys.exit(1)
