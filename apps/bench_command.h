@@ -1,7 +1,8 @@
 // `bigbatch bench allreduce|optim|pipeline|step`: the command-line
 // definitions of the benchmarks (each benchmark itself lives in its own
-// bench_*.cpp) and the dispatch to the one given. Not thread-safe; used
-// once, by main, before anything else runs.
+// bench_*.cpp) and the dispatch to the one given. Called from main's
+// thread only: addBenchCommands before parsing, runBench after (the
+// benchmark it runs may start threads of its own).
 #pragma once
 
 #include <CLI/CLI.hpp>

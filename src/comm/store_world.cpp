@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -173,7 +174,10 @@ std::unique_ptr<SharedSegment> allocatePosixShared(Communicator& comm, size_t sl
   if (me == 0) {
     // A random part too: jobs in containers that share /dev/shm but not a
     // PID namespace may have the same pids.
-    std::snprintf(held.name, sizeof(held.name), "%s-%08x", name.c_str(),
+    // And a count of this process's segments: two groups of one process
+    // (subgroups) have the same pid, space and per-communicator count.
+    static std::atomic<unsigned> made{0};
+    std::snprintf(held.name, sizeof(held.name), "%s-%u-%08x", name.c_str(), ++made,
                   static_cast<unsigned>(mix64(static_cast<uint64_t>(
                       Clock::now().time_since_epoch().count())) & 0xffffffffu));
     struct statvfs fs {};

@@ -365,6 +365,8 @@ class UcxRequest : public Request {
       const auto now = Clock::now();
       if (!peerEndSeen_) peerEndSeen_ = now;
       if (now - *peerEndSeen_ < kPeerEndGrace) return;
+      ucp_tag_recv_info_t info{};
+      if (poll(info) != UCS_INPROGRESS) return;  // done in the progress just made
       world_->throwPeerFailure(worldPeer_, peer_, waitingFor(), peer);
     }
   }

@@ -48,6 +48,16 @@ std::chrono::milliseconds timeoutFor(std::chrono::milliseconds given) {
   return given;
 }
 
+// The process's rank in the job: RANK where set and a number, else
+// `otherwise`.
+int rankInJob(int otherwise) {
+  const char* s = std::getenv("RANK");
+  if (s == nullptr || *s == '\0') return otherwise;
+  char* end = nullptr;
+  const long r = std::strtol(s, &end, 10);
+  return *end == '\0' && r >= 0 ? static_cast<int>(r) : otherwise;
+}
+
 c10::intrusive_ptr<ProcessGroupBigbatch> createGroup(
     const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
     std::chrono::milliseconds timeout) {
@@ -60,16 +70,27 @@ c10::intrusive_ptr<ProcessGroupBigbatch> createGroup(
   // global DDP model) still holds its communicator.
   const bool first = ProcessGroupBigbatch::aliveGroups() == 0;
   const bool overMpi = MpiCommunicator::launchedByMpi();
+  BIGBATCH_REQUIRE(first || !overMpi || ProcessGroupBigbatch::liveGroups() > 0, InvalidArgument,
+                   "a new bigbatch process group while the last one, destroyed, is still "
+                   "referenced (a DDP model, a hook's state): under an MPI launch it still holds "
+                   "its communicator; drop what holds it first, or start the ranks with torchrun");
   BIGBATCH_REQUIRE(first || !overMpi, InvalidArgument,
                    "a second bigbatch process group under an MPI launch (new_group, a "
                    "DeviceMesh): over MPI the bigbatch backend runs one group per process; start "
                    "the ranks with torchrun for subgroups (each its own UCX world), or make the "
                    "subgroup with backend \"gloo\"");
+  // Errors name the process's rank in the job (RANK: torchrun's, or set
+  // from MPI's by bigbatch_torch), not a subgroup's, whatever happens in
+  // the connection below (the transports set it to the rank they are given).
+  const int jobRank = rankInJob(first ? rank : errorRank());
+  struct RestoreRank {
+    int rank;
+    ~RestoreRank() { setErrorRank(rank); }
+  } restore{jobRank};
   // MPI's world under mpirun or srun; otherwise (torchrun, or any env://
   // start) UCX or Gloo (BIGBATCH_TRANSPORT) over the store torch.distributed
   // made (comm/world.h).
   std::unique_ptr<Communicator> world;
-  const int processRank = errorRank();
   if (overMpi) {
     world = MpiCommunicator::world();
   } else {
@@ -89,8 +110,6 @@ c10::intrusive_ptr<ProcessGroupBigbatch> createGroup(
                    "the bigbatch backend runs the default group of every rank; start the ranks "
                    "with torchrun for subgroups, or make them with backend \"gloo\"",
                    size, world->size());
-  // Errors name the process's rank in the default group, not a subgroup's.
-  setErrorRank(first ? world->rank() : processRank);
   BackendOptions options;
   options.timeout = timeoutFor(timeout);
   if (const char* name = std::getenv("BIGBATCH_ALLREDUCE"); name != nullptr && *name != '\0') {

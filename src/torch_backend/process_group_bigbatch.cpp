@@ -92,7 +92,7 @@ ProcessGroupBigbatch::ProcessGroupBigbatch(std::unique_ptr<Communicator> comm, i
           std::fprintf(stderr,
                        "bigbatch_torch: error: [rank %d] stall watchdog: %s has not finished "
                        "after %.1f s; %s; ending every rank of the job\n",
-                       comm_->rank(), operation.c_str(), seconds,
+                       errorRank(), operation.c_str(), seconds,
                        hb->describeLaggards(sequence_.load(), Heartbeat::kExchange).c_str());
           endJob(1);
         },
@@ -114,9 +114,11 @@ ProcessGroupBigbatch::ProcessGroupBigbatch(std::unique_ptr<Communicator> comm, i
     groups->insert(this);
   }
   // Every rank reached the barrier: an earlier group's failure (its group
-  // destroyed since) no longer means a peer is gone.
+  // destroyed since) no longer means a peer is gone — unless another group
+  // is still live (a subgroup made after a failure the script caught): its
+  // failure still ends the job at exit.
   const std::lock_guard<std::mutex> lock(failureMutex);
-  failure.clear();
+  if (live.load() == 1) failure.clear();
 }
 
 int ProcessGroupBigbatch::liveGroups() { return live.load(); }
@@ -271,7 +273,7 @@ void ProcessGroupBigbatch::run(const c10::intrusive_ptr<BigbatchWork>& work,
       complete(work,
                std::make_exception_ptr(Error(fmt::format(
                    "[rank {}] the bigbatch process group failed earlier and cannot run {}: {}",
-                   comm_->rank(), describeCall(call), brokenBy_))),
+                   errorRank(), describeCall(call), brokenBy_))),
                family);
       return;
     }
@@ -314,7 +316,7 @@ void ProcessGroupBigbatch::recordFailure(const std::string& what) {
   // The peers' waits end at once instead of at their deadline.
   comm_->postError(first);
   if (p2p_) {
-    p2p_->failAll(fmt::format("[rank {}] the bigbatch process group failed: {}", comm_->rank(),
+    p2p_->failAll(fmt::format("[rank {}] the bigbatch process group failed: {}", errorRank(),
                               first));
   }
 }

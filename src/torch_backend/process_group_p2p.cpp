@@ -45,7 +45,7 @@ c10::intrusive_ptr<::c10d::Work> ProcessGroupBigbatch::pointToPoint(
                      std::make_exception_ptr(Error(fmt::format(
                          "[rank {}] the bigbatch process group failed earlier and cannot run "
                          "a {}: {}",
-                         comm_->rank(), isSend ? "send" : "recv", brokenBy_))),
+                         errorRank(), isSend ? "send" : "recv", brokenBy_))),
                      kNoFamily);
             return;
           }

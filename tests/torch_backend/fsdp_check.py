@@ -25,7 +25,7 @@ import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.fsdp import fully_shard
 
-import bigbatch_torch  # noqa: F401
+import bigbatch_torch
 
 
 def model(mesh=None):
@@ -51,6 +51,9 @@ def main():
     if mode == "hsdp":
         from torch.distributed.device_mesh import init_device_mesh
         mesh = init_device_mesh("cpu", (2, n // 2), mesh_dim_names=("replicate", "shard"))
+        if backend == "bigbatch":  # the mesh's groups are the backend's, not a fallback
+            for dim in ("replicate", "shard"):
+                bigbatch_torch.backend_of(mesh.get_group(dim))
     m = model(mesh)
     if mode in ("train", "hsdp"):
         log, ckpt, ref = (sys.argv[3:6] if mode == "train" else (sys.argv[3], None, None))

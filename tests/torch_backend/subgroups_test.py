@@ -7,8 +7,15 @@
   the values computed directly, interleaved with the default group's
   collectives;
 - sends and receives inside a subgroup (its own numbering);
+- an all_reduce in a pair and one in the default group in flight at once;
 - PyTorch 2.x: a 2 x 2 DeviceMesh on the CPU, an all_reduce along each
   dimension.
+
+`subgroups_test.py failure_kept` (torchrun, 4 ranks): an all_reduce of
+different sizes in the pair groups fails there, the script catches it and
+makes another group, which works; the process exits without destroying
+the groups — and the earlier failure still ends the job (exit status 1),
+not wiped by the later group.
 
 `subgroups_test.py refused` (mpirun): under an MPI launch the backend runs
 one group per process, and new_group says so, naming the fix.
@@ -51,6 +58,26 @@ def refused():
         print("subgroups_test: refused ok", flush=True)
 
 
+def failure_kept():
+    dist.init_process_group("bigbatch")
+    rank = dist.get_rank()
+    RANK[0] = rank
+    pair = [dist.new_group([0, 1]), dist.new_group([2, 3])][rank // 2]
+    t = torch.ones(3 if rank % 2 == 0 else 4)
+    try:
+        dist.all_reduce(t, group=pair)
+        check(False, "an all_reduce of different sizes ran")
+    except RuntimeError as e:
+        print(f"[rank {rank}] the pair's failure, caught: {e}", flush=True)
+    later = dist.new_group([0, 1, 2, 3])
+    x = torch.ones(2)
+    dist.all_reduce(x, group=later)
+    check(torch.equal(x, torch.full((2,), 4.0)), f"the later group's all_reduce: {x.tolist()}")
+    if not failures and rank == 0:
+        print("failure_kept: the later group works; exiting normally", flush=True)
+    sys.exit(1 if failures else 0)  # the exit hook ends the job for the pair's failure
+
+
 def in_group(group, members, rank):
     """Collectives in `group` (of `members`, global ranks) on rank `rank`."""
     me = members.index(rank)
@@ -80,6 +107,9 @@ def main():
     if sys.argv[1:] == ["refused"]:
         refused()
         return
+    if sys.argv[1:] == ["failure_kept"]:
+        failure_kept()
+        return
     dist.init_process_group("bigbatch")
     rank, n = dist.get_rank(), dist.get_world_size()
     RANK[0] = rank
@@ -102,6 +132,14 @@ def main():
         r.wait()
         check(torch.equal(got, torch.full((4,), float(other))), f"recv in [1, 3]: {got.tolist()}")
     in_group(pairs[rank // 2], mine, rank)  # again, after the others' traffic
+    # Two groups at work at once: each its own thread and connections.
+    a, b = torch.full((1 << 16,), float(rank)), torch.full((1 << 16,), 1.0)
+    wa = dist.all_reduce(a, group=pairs[rank // 2], async_op=True)
+    wb = dist.all_reduce(b, async_op=True)
+    wb.wait()
+    wa.wait()
+    check(torch.equal(a, torch.full_like(a, float(sum(mine)))) and
+          torch.equal(b, torch.full_like(b, 4.0)), "all_reduce in a pair and the default at once")
     meshes = int(torch.__version__.split(".")[0]) >= 2
     if meshes:
         from torch.distributed.device_mesh import init_device_mesh
