@@ -15,217 +15,12 @@
 #include "bigbatch/comm/peer_wait.h"
 #include "bigbatch/common/error.h"
 #include "store_world.h"
+#include "ucx_world.h"
 
 namespace bigbatch {
 namespace {
 
-using Clock = std::chrono::steady_clock;
-using std::chrono::milliseconds;
-
-constexpr uint32_t kSpaces = 1u << 20;
-constexpr uint32_t kWorldSpace = 1;
-constexpr int kErrorTag = 0xffff;
-// A rank that closes its world normally says so first (space 0, where no
-// communicator's messages go), so that a peer still waiting on it can tell
-// a normal end from a failure.
-constexpr int kGoodbyeTag = 0xfffe;
-constexpr size_t kErrorBytes = 4096;
-constexpr ucp_tag_t kFullMask = ~ucp_tag_t{0};
-// Space and tag, any source: what an error notice is probed by.
-constexpr ucp_tag_t kNoticeMask = (ucp_tag_t{kSpaces - 1} << 44) | 0xffffu;
-constexpr milliseconds kNoticeGrace{2000};
-constexpr milliseconds kPeerEndGrace{200};
-
-// The sender's bits of a tag ([space 20][sender 28][tag 16]); a receive from
-// any source matches with them masked out.
-constexpr ucp_tag_t kSenderBits = ucp_tag_t{0xfffffffu} << 16;
-
-ucp_tag_t tagOf(uint32_t space, int worldRank, int tag) {
-  return (ucp_tag_t{space} << 44) | (ucp_tag_t(uint32_t(worldRank) & 0xfffffffu) << 16) |
-         ucp_tag_t(uint32_t(tag) & 0xffffu);
-}
-int sourceOf(ucp_tag_t tag) { return static_cast<int>((tag >> 16) & 0xfffffffu); }
-
-void checkUcs(ucs_status_t status, const char* call) {
-  BIGBATCH_REQUIRE(status == UCS_OK, IoError, "{} failed: {}", call, ucs_status_string(status));
-}
-
-ucp_request_param_t contiguousBytes() {
-  ucp_request_param_t p{};
-  p.op_attr_mask = UCP_OP_ATTR_FIELD_DATATYPE;
-  p.datatype = ucp_dt_make_contig(1);
-  return p;
-}
-
-}  // namespace
-
-struct UcxCommunicator::World {
-  ucp_context_h context = nullptr;
-  ucp_worker_h worker = nullptr;
-  std::vector<ucp_ep_h> endpoints;  // by world rank; none to this rank
-  std::vector<std::string> hosts;   // by world rank
-  std::vector<ucs_status_t> peerStatus;  // by world rank: set by the error handler
-  int rank = 0;
-  bool broken = false;
-  // A request UCX could neither finish nor cancel may still touch a buffer
-  // its owner freed: the worker is then never progressed again.
-  bool poisoned = false;
-  std::deque<std::string> notices;
-  std::vector<void*> noticeRequests;
-
-  ~World() {
-    // Notices this rank posted leave before the endpoints close (their
-    // peers are always ready to take them): a bounded grace.
-    const auto until = Clock::now() + kNoticeGrace;
-    for (void* r : noticeRequests) {
-      while (!poisoned && ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) {
-        ucp_worker_progress(worker);
-      }
-      ucp_request_free(r);
-    }
-    if (poisoned) return;  // the worker and context are left to the process's end
-    // Only a normal end says goodbye: not a world that failed, posted an
-    // error notice, or goes while an exception unwinds.
-    if (!broken && notices.empty() && std::uncaught_exceptions() == 0) sayGoodbye();
-    // Close every endpoint, flushing it unless the world or that peer
-    // failed (then at once): the peers' sends to this rank end, not hang.
-    std::vector<void*> closing;
-    for (size_t r = 0; r < endpoints.size(); ++r) {
-      if (endpoints[r] == nullptr) continue;
-      ucp_request_param_t p{};
-      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-      p.flags = broken || peerStatus[r] != UCS_OK ? UCP_EP_CLOSE_FLAG_FORCE : 0;
-      ucs_status_ptr_t s = ucp_ep_close_nbx(endpoints[r], &p);
-      if (s != nullptr && !UCS_PTR_IS_ERR(s)) closing.push_back(s);
-    }
-    const auto closeUntil = Clock::now() + kNoticeGrace;
-    for (void* r : closing) {
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < closeUntil) {
-        ucp_worker_progress(worker);
-      }
-      ucp_request_free(r);
-    }
-    if (worker != nullptr) drainSpaceZero();
-    if (poisoned) return;
-    if (worker != nullptr) ucp_worker_destroy(worker);
-    if (context != nullptr) ucp_cleanup(context);
-  }
-
-  // Takes the goodbyes and notices nobody received (UCX warns of every
-  // message left unmatched when its worker goes).
-  void drainSpaceZero() {
-    constexpr ucp_tag_t kSpaceMask = ucp_tag_t{kSpaces - 1} << 44;
-    ucp_tag_recv_info_t info{};
-    while (ucp_tag_message_h msg = ucp_tag_probe_nb(worker, 0, kSpaceMask, /*remove=*/1, &info)) {
-      auto bytes = std::make_unique<char[]>(std::max<size_t>(info.length, 1));
-      ucp_request_param_t p = contiguousBytes();
-      ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker, bytes.get(), info.length, msg, &p);
-      if (r == nullptr || UCS_PTR_IS_ERR(r)) continue;
-      const auto until = Clock::now() + milliseconds(100);
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) {
-        ucp_worker_progress(worker);
-      }
-      if (ucp_request_check_status(r) == UCS_INPROGRESS) {  // the buffer stays UCX's
-        bytes.release();
-        poisoned = true;
-        return;
-      }
-      ucp_request_free(r);
-    }
-  }
-
-  // A zero-byte message to every peer still connected, after a flush (so
-  // everything sent before it has landed at the peer, on whichever lane);
-  // the flushing close that follows delivers it before the endpoint goes.
-  void sayGoodbye() {
-    std::vector<void*> flushing;
-    for (size_t r = 0; r < endpoints.size(); ++r) {
-      if (endpoints[r] == nullptr || peerStatus[r] != UCS_OK) continue;
-      ucp_request_param_t p{};
-      ucs_status_ptr_t f = ucp_ep_flush_nbx(endpoints[r], &p);
-      if (f != nullptr && !UCS_PTR_IS_ERR(f)) flushing.push_back(f);
-    }
-    const auto until = Clock::now() + kNoticeGrace;
-    for (void* f : flushing) {
-      while (ucp_request_check_status(f) == UCS_INPROGRESS && Clock::now() < until) {
-        ucp_worker_progress(worker);
-      }
-      ucp_request_free(f);
-    }
-    for (size_t r = 0; r < endpoints.size(); ++r) {
-      if (endpoints[r] == nullptr || peerStatus[r] != UCS_OK) continue;
-      ucp_request_param_t p = contiguousBytes();
-      ucs_status_ptr_t s =
-          ucp_tag_send_nbx(endpoints[r], nullptr, 0, tagOf(0, rank, kGoodbyeTag), &p);
-      if (s != nullptr && !UCS_PTR_IS_ERR(s)) ucp_request_free(s);  // the close flushes it
-    }
-  }
-
-  // Whether worldPeer closed its world normally (its goodbye has arrived).
-  // A few rounds of progress: the goodbye precedes the close on the wire,
-  // but the failure may be seen in the same progress call that reads it.
-  bool saidGoodbye(int worldPeer, int rounds = 8) {
-    ucp_tag_recv_info_t info{};
-    for (int round = 0; round < rounds; ++round) {
-      ucp_worker_progress(worker);
-      if (ucp_tag_probe_nb(worker, tagOf(0, worldPeer, kGoodbyeTag), kFullMask, /*remove=*/0,
-                           &info) != nullptr) {
-        return true;
-      }
-    }
-    return false;
-  }
-
-  // Raises why the connection to worldPeer failed: a peer's notice first
-  // (a rank that said why it failed; the peer may have left because of it),
-  // then a normal end, else the transport's status.
-  // `when` completes "... failed <when>".
-  [[noreturn]] void throwPeerFailure(int worldPeer, int peer, const std::string& when,
-                                     ucs_status_t status) {
-    throwNotice();
-    if (saidGoodbye(worldPeer)) {
-      BIGBATCH_THROW(PeerEndedError,
-                     "rank {} ended its communicator normally {}: the ranks' sends and "
-                     "receives (or collectives) do not match",
-                     peer, when);
-    }
-    broken = true;
-    BIGBATCH_THROW(PeerError, "the connection to rank {} failed {}: {}", peer, when,
-                   ucs_status_string(status));
-  }
-
-  // Raises the first error notice waiting for this rank, if any.
-  void throwNotice() {
-    ucp_tag_recv_info_t info{};
-    ucp_tag_message_h msg =
-        ucp_tag_probe_nb(worker, tagOf(0, 0, kErrorTag), kNoticeMask, /*remove=*/1, &info);
-    if (msg == nullptr) return;
-    std::string text(info.length, '\0');
-    ucp_request_param_t p = contiguousBytes();
-    ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker, text.data(), text.size(), msg, &p);
-    if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
-      const auto until = Clock::now() + kNoticeGrace;
-      while (ucp_request_check_status(r) == UCS_INPROGRESS && Clock::now() < until) {
-        ucp_worker_progress(worker);
-      }
-      ucp_request_free(r);
-    }
-    broken = true;
-    text.resize(std::min(text.size(), std::strlen(text.c_str())));
-    BIGBATCH_THROW(MismatchError, "rank {} failed: {}", sourceOf(info.sender_tag), text);
-  }
-};
-
-namespace {
-
-void onPeerError(void* arg, ucp_ep_h ep, ucs_status_t status) {
-  auto* world = static_cast<UcxCommunicator::World*>(arg);
-  // Recorded, not yet a failure: the peer may have ended normally (its
-  // goodbye tells), which only an operation still waiting on it makes one.
-  for (size_t r = 0; r < world->endpoints.size(); ++r) {
-    if (world->endpoints[r] == ep && world->peerStatus[r] == UCS_OK) world->peerStatus[r] = status;
-  }
-}
+using namespace ucx;
 
 class UcxRequest : public Request {
  public:
@@ -250,12 +45,7 @@ class UcxRequest : public Request {
     }
     ucp_request_cancel(w.worker, request_);
     auto settle = [&](milliseconds limit) {
-      const auto until = Clock::now() + limit;
-      while (!w.poisoned && ucp_request_check_status(request_) == UCS_INPROGRESS &&
-             Clock::now() < until) {
-        ucp_worker_progress(w.worker);
-      }
-      return ucp_request_check_status(request_) != UCS_INPROGRESS;
+      return progressUntil(w.worker, request_, Clock::now() + limit);
     };
     if (!settle(milliseconds(200))) {
       // Only closing an endpoint by force ends it: the world has failed.
@@ -275,11 +65,7 @@ class UcxRequest : public Request {
           w.peerStatus[static_cast<size_t>(worldPeer_)] = UCS_ERR_CANCELED;
         }
         if (closing != nullptr && !UCS_PTR_IS_ERR(closing)) {
-          const auto until = Clock::now() + milliseconds(200);
-          while (!w.poisoned && ucp_request_check_status(closing) == UCS_INPROGRESS &&
-                 Clock::now() < until) {
-            ucp_worker_progress(w.worker);
-          }
+          progressUntil(w.worker, closing, Clock::now() + milliseconds(200));
           ucp_request_free(closing);
         }
       }
@@ -580,10 +366,7 @@ void UcxCommunicator::postError(const std::string& message) {
   // The caller may end the process right after (endJob): let the notices go.
   const auto until = Clock::now() + milliseconds(200);
   for (void* r : world_->noticeRequests) {
-    while (!world_->poisoned && ucp_request_check_status(r) == UCS_INPROGRESS &&
-           Clock::now() < until) {
-      ucp_worker_progress(world_->worker);
-    }
+    if (!world_->poisoned) progressUntil(world_->worker, r, until);
   }
 }
 
