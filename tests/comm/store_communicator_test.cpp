@@ -1,8 +1,8 @@
 // The store-bootstrapped transports (GlooCommunicator, UcxCommunicator),
 // each rank a thread of this process, an in-memory store between them: the
-// Communicator contract (sizes, tags, splits, shared memory, deadlines,
-// error notices, a peer that goes away) and bigbatch's allreduce
-// algorithms on top, exact. Every case runs on both transports.
+// Communicator contract (sizes, tags, polled requests, splits, shared
+// memory) and bigbatch's allreduce algorithms on top, exact. Every case
+// runs on both transports; how they fail is store_communicator_failure_test.
 #include "bigbatch/comm/gloo_communicator.h"
 #include "bigbatch/comm/ucx_communicator.h"
 #include "bigbatch/comm/world.h"
@@ -24,80 +24,12 @@
 #include "bigbatch/collectives/allreduce.h"
 #include "bigbatch/collectives/exact_inputs.h"
 #include "bigbatch/common/error.h"
+#include "store_transports.h"
 
 namespace bigbatch {
 namespace {
 
-using std::chrono::milliseconds;
-
-using Connect = std::function<std::unique_ptr<Communicator>(KeyValueStore&, int rank, int size,
-                                                             int ranksPerHost, milliseconds)>;
-
-std::string hostOf(int rank, int ranksPerHost) {
-  return "host" + std::to_string(ranksPerHost > 0 ? rank / ranksPerHost : 0);
-}
-
-std::unique_ptr<Communicator> connectGloo(KeyValueStore& store, int rank, int size,
-                                          int ranksPerHost, milliseconds timeout) {
-  GlooOptions o;
-  o.listenAddress = "127.0.0.1";
-  o.timeout = timeout;
-  o.hostName = hostOf(rank, ranksPerHost);
-  return GlooCommunicator::connect(store, rank, size, o);
-}
-
-std::unique_ptr<Communicator> connectUcx(KeyValueStore& store, int rank, int size,
-                                         int ranksPerHost, milliseconds timeout) {
-  UcxOptions o;
-  o.timeout = timeout;
-  o.hostName = hostOf(rank, ranksPerHost);
-  return UcxCommunicator::connect(store, rank, size, o);
-}
-
-struct Transport {
-  std::string name;
-  Connect connect;
-};
-// Test names and ctest's listing show the transport, not the struct's bytes.
-void PrintTo(const Transport& t, std::ostream* os) { *os << t.name; }
-
-bool isBroken(Communicator& comm) {
-  if (auto* g = dynamic_cast<GlooCommunicator*>(&comm)) return g->broken();
-  return dynamic_cast<UcxCommunicator&>(comm).broken();
-}
-
-class StoreCommunicator : public ::testing::TestWithParam<Transport> {
- protected:
-  std::unique_ptr<Communicator> connect(KeyValueStore& store, int rank, int size,
-                                        int ranksPerHost = 0,
-                                        milliseconds timeout = milliseconds(30000)) {
-    return GetParam().connect(store, rank, size, ranksPerHost, timeout);
-  }
-
-  // Runs fn on n ranks (threads); returns each rank's error ("" if none).
-  std::vector<std::string> runRanks(int n, const std::function<void(Communicator&)>& fn,
-                                    int ranksPerHost = 0) {
-    InMemoryStore store;
-    std::vector<std::string> errors(static_cast<size_t>(n));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < n; ++r) {
-      threads.emplace_back([&, r] {
-        try {
-          auto comm = connect(store, r, n, ranksPerHost);
-          fn(*comm);
-        } catch (const std::exception& e) {
-          errors[static_cast<size_t>(r)] = e.what();
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
-    return errors;
-  }
-};
-
-void expectNoErrors(const std::vector<std::string>& errors) {
-  for (size_t r = 0; r < errors.size(); ++r) EXPECT_EQ(errors[r], "") << "rank " << r;
-}
+using namespace store_transports;
 
 TEST_P(StoreCommunicator, RingOfMessagesOfEverySize) {
   expectNoErrors(runRanks(3, [](Communicator& comm) {
@@ -280,181 +212,6 @@ TEST_P(StoreCommunicator, SharedSegmentSeenByEveryRankAndUnlinked) {
   }));
 }
 
-TEST_P(StoreCommunicator, DisagreeingWorldSizesRefusedOnEveryRank) {
-  InMemoryStore store;
-  std::vector<std::string> errors(3);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 3; ++r) {
-    threads.emplace_back([&, r] {
-      try {
-        connect(store, r, r == 1 ? 2 : 3);
-      } catch (const InvalidArgument& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = std::string("wrong type: ") + e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (int r = 0; r < 3; ++r) {
-    EXPECT_NE(errors[static_cast<size_t>(r)].find("disagree on the world size"), std::string::npos)
-        << "rank " << r << ": " << errors[static_cast<size_t>(r)];
-  }
-}
-
-TEST_P(StoreCommunicator, MissingRankNamedAtTheDeadline) {
-  InMemoryStore store;
-  try {
-    connect(store, 0, 2, 0, milliseconds(300));
-    FAIL() << "connected without rank 1";
-  } catch (const TimeoutError& e) {
-    EXPECT_NE(std::string(e.what()).find("rank 1 did not reach"), std::string::npos) << e.what();
-  }
-}
-
-TEST_P(StoreCommunicator, DeadlineNamesThePeerAndBreaksTheCommunicator) {
-  std::atomic<bool> rank0Done{false};
-  const auto errors = runRanks(2, [&](Communicator& comm) {
-    if (comm.rank() == 1) {
-      while (!rank0Done) std::this_thread::sleep_for(milliseconds(1));
-      return;
-    }
-    comm.setTimeoutMs(200);
-    int v = 0;
-    try {
-      comm.recv(&v, sizeof(v), 1, 7);
-    } catch (const TimeoutError& e) {
-      EXPECT_NE(std::string(e.what()).find("rank 1 did not send"), std::string::npos) << e.what();
-      EXPECT_TRUE(isBroken(comm));
-      if (GetParam().name == "gloo") {
-        // The abandoned receive closed the pair: what comes next on it is
-        // refused at once, not left to a deadline.
-        EXPECT_THROW(comm.isend(&v, sizeof(v), 1, 8), PeerError);
-      }
-      rank0Done = true;
-      return;
-    }
-    rank0Done = true;
-    ADD_FAILURE() << "no TimeoutError";
-  });
-  expectNoErrors(errors);
-}
-
-// Gloo cannot tell a receive of another size (its slot carries a hash of the
-// size, so the two never match: a TimeoutError); UCX can (MismatchError).
-// Neither crashes, whichever side is longer.
-TEST_P(StoreCommunicator, SizeDisagreementIsAnErrorNotACrash) {
-  for (size_t sent : {size_t{8}, size_t{32}}) {
-    std::atomic<bool> receiverDone{false};
-    std::string error;
-    expectNoErrors(runRanks(2, [&](Communicator& comm) {
-      comm.setTimeoutMs(300);
-      std::vector<char> buf(32, 'x');
-      if (comm.rank() == 0) {
-        auto r = comm.isend(buf.data(), sent, 1, 4);
-        while (!receiverDone) std::this_thread::sleep_for(milliseconds(1));
-        return;
-      }
-      try {
-        comm.recv(buf.data(), 16, 0, 4);
-      } catch (const Error& e) {
-        error = e.what();
-      }
-      receiverDone = true;
-    }));
-    const char* expected = GetParam().name == "gloo" ? "did not send to this rank" : "expected";
-    EXPECT_NE(error.find(expected), std::string::npos) << "sent " << sent << ": " << error;
-  }
-}
-
-TEST_P(StoreCommunicator, ErrorNoticeEndsAPeersWait) {
-  const auto errors = runRanks(3, [](Communicator& comm) {
-    if (comm.rank() == 2) {
-      comm.postError("the loss is NaN at step 7");
-      return;
-    }
-    int v = 0;
-    comm.recv(&v, sizeof(v), 2, 9);  // rank 2 never sends: only the notice can end this
-  });
-  for (int r : {0, 1}) {
-    EXPECT_NE(errors[static_cast<size_t>(r)].find("rank 2 failed: the loss is NaN at step 7"),
-              std::string::npos)
-        << errors[static_cast<size_t>(r)];
-  }
-  EXPECT_EQ(errors[2], "");
-}
-
-// A peer whose communicator is destroyed: Gloo sees its connections close
-// (PeerError at once). Over UCX a rank that ends normally says goodbye
-// first, so the wait ends at once naming the normal end (PeerEndedError);
-// without it, between two workers of one process over shared memory, only
-// UCX's keep-alive would notice. A rank that dies is named by the deadline
-// (under torchrun its agent ends the rest), or across hosts by TCP's reset.
-TEST_P(StoreCommunicator, PeerThatGoesAwayIsNamed) {
-  InMemoryStore store;
-  std::string error;
-  int endedType = 0;
-  std::thread leaver([&] {
-    auto comm = connect(store, 1, 2);
-    comm->barrier();
-  });  // its communicator, and so its connections, go with the thread
-  try {
-    auto comm = connect(store, 0, 2);
-    comm->barrier();
-    leaver.join();
-    comm->setTimeoutMs(1000);
-    int v = 0;
-    comm->recv(&v, sizeof(v), 1, 2);
-  } catch (const PeerEndedError& e) {
-    error = e.what();
-    endedType = 1;
-  } catch (const PeerError& e) {
-    error = e.what();
-  } catch (const std::exception& e) {
-    error = std::string("wrong type: ") + e.what();
-  }
-  if (leaver.joinable()) leaver.join();
-  EXPECT_EQ(error.find("wrong type"), std::string::npos) << error;
-  if (GetParam().name == "ucx") {
-    EXPECT_NE(error.find("rank 1 ended its communicator normally while this rank waited to "
-                         "receive from it (tag 2, 4 bytes)"),
-              std::string::npos)
-        << error;
-    EXPECT_EQ(endedType, 1) << error;
-  } else {
-    EXPECT_NE(error.find("connection to rank 1 failed"), std::string::npos) << error;
-  }
-}
-
-// Ranks on two hosts whose route to the store is loopback would listen where
-// the other host cannot reach: every rank refuses, naming the fix, instead
-// of the others waiting out the rendezvous.
-TEST(GlooCommunicator, LoopbackAcrossHostsRefusedOnEveryRank) {
-  InMemoryStore store;
-  std::vector<std::string> errors(2);
-  std::vector<std::thread> threads;
-  for (int r = 0; r < 2; ++r) {
-    threads.emplace_back([&, r] {
-      GlooOptions o;
-      o.routeTo = "127.0.0.1";
-      o.timeout = milliseconds(20000);
-      o.hostName = hostOf(r, 1);
-      try {
-        GlooCommunicator::connect(store, r, 2, o);
-      } catch (const InvalidArgument& e) {
-        errors[static_cast<size_t>(r)] = e.what();
-      } catch (const std::exception& e) {
-        errors[static_cast<size_t>(r)] = std::string("wrong type: ") + e.what();
-      }
-    });
-  }
-  for (auto& t : threads) t.join();
-  for (const std::string& e : errors) {
-    EXPECT_NE(e.find("loopback address 127.0.0.1"), std::string::npos) << e;
-    EXPECT_NE(e.find("BIGBATCH_SOCKET_IFNAME"), std::string::npos) << e;
-  }
-}
-
 // A group made again in one store (destroy_process_group, then
 // init_process_group, which hands the same prefix): the second world meets
 // afresh instead of reading the first one's addresses.
@@ -482,12 +239,7 @@ TEST(ConnectOverStore, ASecondWorldInTheSameStoreMeetsAfresh) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Transports, StoreCommunicator,
-                         ::testing::Values(Transport{"gloo", connectGloo},
-                                           Transport{"ucx", connectUcx}),
-                         [](const ::testing::TestParamInfo<Transport>& info) {
-                           return info.param.name;
-                         });
+BIGBATCH_INSTANTIATE_STORE_TRANSPORTS();
 
 }  // namespace
 }  // namespace bigbatch
