@@ -148,16 +148,23 @@ void UcxCommunicator::World::throwNotice() {
   ucp_tag_message_h msg =
       ucp_tag_probe_nb(worker, tagOf(0, 0, kErrorTag), kNoticeMask, /*remove=*/1, &info);
   if (msg == nullptr) return;
-  std::string text(info.length, '\0');
+  auto bytes = std::make_unique<char[]>(info.length + 1);  // zeroed: ends the text
   ucp_request_param_t p = contiguousBytes();
-  ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker, text.data(), text.size(), msg, &p);
-  if (r != nullptr && !UCS_PTR_IS_ERR(r)) {
-    const auto until = Clock::now() + kNoticeGrace;
-    progressUntil(worker, r, until);
-    ucp_request_free(r);
+  ucs_status_ptr_t r = ucp_tag_msg_recv_nbx(worker, bytes.get(), info.length, msg, &p);
+  std::string text;
+  if (r == nullptr) {
+    text = bytes.get();
+  } else if (!UCS_PTR_IS_ERR(r)) {
+    if (progressUntil(worker, r, Clock::now() + kNoticeGrace)) {
+      text = bytes.get();
+      ucp_request_free(r);
+    } else {  // UCX may still write it: the buffer stays UCX's, the worker unused
+      bytes.release();
+      poisoned = true;
+      text = "(its notice did not arrive whole)";
+    }
   }
   broken = true;
-  text.resize(std::min(text.size(), std::strlen(text.c_str())));
   BIGBATCH_THROW(MismatchError, "rank {} failed: {}", sourceOf(info.sender_tag), text);
 }
 }  // namespace bigbatch
