@@ -12,4 +12,6 @@ torch::Tensor batchNormRelu(torch::nn::BatchNorm2dImpl&, const torch::Tensor&,
   return {};
 }
 
+int64_t fusedBatchNormCases() { return 0; }
+
 }  // namespace bigbatch

@@ -92,12 +92,12 @@ void toChannelsLast(torch::nn::Module& model) {
 // restoreOrVerify() proves the ranks agree); --init-from's weights; then on
 // this rank's device.
 // model.fused_bn (models/fused_batch_norm.h): "on" where asked (the config
-// check refused it where it cannot run), "auto" for 16-bit channels-last
-// ResNet-50 on a GPU of the CUDA build.
+// check refused it where it cannot run), "auto" for fp16 channels-last
+// ResNet-50 on a GPU of the CUDA build (cuDNN fuses half only).
 bool fusesBatchNorm(const RunRecipe& recipe, const torch::Device& device) {
   if (recipe.fusedBn == "on") return true;
   return recipe.fusedBn == "auto" && fusedBatchNormAvailable() && device.is_cuda() &&
-         recipe.precision != Precision::kFp32 && recipe.channelsLast &&
+         recipe.precision == Precision::kFp16 && recipe.channelsLast &&
          recipe.modelName == "resnet50";
 }
 

@@ -1,8 +1,10 @@
 // model.fused_bn = "on" refused before anything starts where nothing can
-// fuse (validateTrainingConfig): a build without the cuDNN kernels names
-// the CUDA build; a CUDA build names run.device. "auto" (the default) and
-// "off" are never refused, whatever the device: "auto" fuses only where it
-// can (a 16-bit channels-last ResNet-50 on a GPU of the CUDA build).
+// fuse (validateTrainingConfig): a precision other than fp16 or NCHW
+// tensors (cuDNN fuses half NHWC only) on every build; then a build without
+// the cuDNN kernels names the CUDA build, a CUDA build names run.device.
+// "auto" (the default) and "off" are never refused, whatever the device:
+// "auto" fuses only where it can (an fp16 channels-last ResNet-50 on a GPU
+// of the CUDA build).
 #include <gtest/gtest.h>
 
 #include "bigbatch/common/config.h"
@@ -29,6 +31,7 @@ TEST(FusedBnChoice, AutoAndOffAreNeverRefused) {
 TEST(FusedBnChoice, OnIsRefusedWhereNothingCanFuseNamingWhy) {
   Config c = defaultTrainingConfig();
   c.set("model.fused_bn=on");
+  c.set("amp.precision=fp16");
   c.set("run.device=cpu");
   const std::string what = refusal(c);
   ASSERT_FALSE(what.empty()) << "model.fused_bn = on accepted on the CPU";
@@ -38,6 +41,26 @@ TEST(FusedBnChoice, OnIsRefusedWhereNothingCanFuseNamingWhy) {
   } else {
     EXPECT_NE(what.find("CUDA build"), std::string::npos) << what;
   }
+}
+
+TEST(FusedBnChoice, OnIsRefusedForAnotherPrecisionOrNchwOnEveryBuild) {
+  for (const char* precision : {"bf16", "fp32"}) {
+    Config c = defaultTrainingConfig();
+    c.set("model.fused_bn=on");
+    c.set(std::string("amp.precision=") + precision);
+    const std::string what = refusal(c);
+    EXPECT_NE(what.find("model.fused_bn = \"on\" needs amp.precision = \"fp16\""),
+              std::string::npos)
+        << precision << ": " << what;
+    EXPECT_NE(what.find(std::string("amp.precision = \"") + precision + "\""), std::string::npos)
+        << what;
+  }
+  Config c = defaultTrainingConfig();
+  c.set("model.fused_bn=on");
+  c.set("amp.precision=fp16");
+  c.set("model.channels_last=false");
+  const std::string what = refusal(c);
+  EXPECT_NE(what.find("needs model.channels_last = true"), std::string::npos) << what;
 }
 
 TEST(FusedBnChoice, OnlyAutoOnOrOff) {

@@ -2,17 +2,22 @@
 // variant): the legacy cudnnBatchNormalization*Ex calls PyTorch's own
 // cuDNN BatchNorm makes (aten/src/ATen/native/cudnn/BatchNorm.cpp), with
 // the activation (and the add) cuDNN fuses into them — SPATIAL_PERSISTENT,
-// NHWC, 16-bit data with fp32 scale, bias and statistics; the handle is
+// NHWC, fp16 data with fp32 scale, bias and statistics; the handle is
 // libtorch's for the current device and stream, workspaces and the reserve
-// come from its caching allocator.
+// come from its caching allocator. Descriptors and workspace sizes are made
+// once per shape; whether cuDNN fuses a shape is asked once, at that shape.
 #include <ATen/cudnn/Handle.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cudnn.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <c10/cuda/CUDAGraphsC10Utils.h>
+
+#include <map>
+#include <memory>
 #include <mutex>
-#include <set>
 #include <tuple>
+#include <utility>
 
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/logging.h"
@@ -31,19 +36,16 @@ void check(cudnnStatus_t s, const char* what) {
                    statusName(s));
 }
 
-cudnnDataType_t dataTypeOf(torch::ScalarType t) {
-  return t == torch::kBFloat16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
-}
-
-// One call's descriptors: x (and y, z, their gradients) NHWC, the derived
-// per-channel descriptor of scale, bias and statistics, and the ReLU.
+// One shape's descriptors: x (and y, z, their gradients) NHWC half, the
+// derived per-channel descriptor of scale, bias and statistics, the ReLU —
+// made once per shape (ShapePlans), not per call.
 class Descriptors {
  public:
   explicit Descriptors(const torch::Tensor& x) {
     check(cudnnCreateTensorDescriptor(&x_), "cudnnCreateTensorDescriptor");
     check(cudnnCreateTensorDescriptor(&bn_), "cudnnCreateTensorDescriptor");
     check(cudnnCreateActivationDescriptor(&relu_), "cudnnCreateActivationDescriptor");
-    check(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NHWC, dataTypeOf(x.scalar_type()),
+    check(cudnnSetTensor4dDescriptor(x_, CUDNN_TENSOR_NHWC, CUDNN_DATA_HALF,
                                      static_cast<int>(x.size(0)), static_cast<int>(x.size(1)),
                                      static_cast<int>(x.size(2)), static_cast<int>(x.size(3))),
           "cudnnSetTensor4dDescriptor");
@@ -74,37 +76,58 @@ cudnnBatchNormOps_t opsFor(bool add) {
 
 struct Sizes {
   size_t forward = 0, backward = 0, reserve = 0;
+  cudnnStatus_t status = CUDNN_STATUS_SUCCESS;  // of the queries
 };
 
-cudnnStatus_t querySizes(cudnnHandle_t h, const Descriptors& d, bool add, Sizes& s) {
+Sizes querySizes(cudnnHandle_t h, const Descriptors& d, bool add) {
+  Sizes s;
   const cudnnBatchNormOps_t ops = opsFor(add);
   cudnnTensorDescriptor_t z = add ? d.x() : nullptr;
-  cudnnStatus_t st = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
+  s.status = cudnnGetBatchNormalizationForwardTrainingExWorkspaceSize(
       h, kMode, ops, d.x(), z, d.x(), d.bn(), d.relu(), &s.forward);
-  if (st != CUDNN_STATUS_SUCCESS) return st;
-  st = cudnnGetBatchNormalizationBackwardExWorkspaceSize(h, kMode, ops, d.x(), d.x(), d.x(), z,
-                                                         d.x(), d.bn(), d.relu(), &s.backward);
-  if (st != CUDNN_STATUS_SUCCESS) return st;
-  return cudnnGetBatchNormalizationTrainingExReserveSpaceSize(h, kMode, ops, d.relu(), d.x(),
-                                                              &s.reserve);
+  if (s.status != CUDNN_STATUS_SUCCESS) return s;
+  s.status = cudnnGetBatchNormalizationBackwardExWorkspaceSize(
+      h, kMode, ops, d.x(), d.x(), d.x(), z, d.x(), d.bn(), d.relu(), &s.backward);
+  if (s.status != CUDNN_STATUS_SUCCESS) return s;
+  s.status = cudnnGetBatchNormalizationTrainingExReserveSpaceSize(h, kMode, ops, d.relu(), d.x(),
+                                                                  &s.reserve);
+  return s;
 }
+
+// One shape on one device: its descriptors and the workspace sizes with and
+// without the add; and, per (add, eps), whether cuDNN fuses it — asked by
+// a forward and a backward call at this very shape and eps (probe()), as
+// cuDNN refuses some shapes only at the call (CUDNN_STATUS_NOT_SUPPORTED),
+// not at the workspace query, and a small stand-in shape proves nothing
+// about the model's.
+struct ShapePlan {
+  explicit ShapePlan(const torch::Tensor& x) : d(x) {
+    cudnnHandle_t h = at::native::getCudnnHandle();
+    sizes[0] = querySizes(h, d, false);
+    sizes[1] = querySizes(h, d, true);
+  }
+  const Sizes& sizesFor(bool add) const { return sizes[add ? 1 : 0]; }
+
+  const Descriptors d;
+  Sizes sizes[2];
+  std::map<std::pair<bool, double>, cudnnStatus_t> probed;  // (add, eps) -> the probe's status
+};
 
 torch::Tensor bytes(size_t n, const torch::Tensor& like) {
   return torch::empty({static_cast<int64_t>(n)}, like.options().dtype(torch::kByte));
 }
 
 // The forward call; y, the saved statistics and the reserve are written.
-cudnnStatus_t forwardTraining(const torch::Tensor& x, const torch::Tensor& z,
+cudnnStatus_t forwardTraining(const ShapePlan& p, const torch::Tensor& x, const torch::Tensor& z,
                               const torch::Tensor& weight, const torch::Tensor& bias,
                               const torch::Tensor& runningMean, const torch::Tensor& runningVar,
                               double factor, double eps, torch::Tensor& y,
                               torch::Tensor& saveMean, torch::Tensor& saveInvVar,
                               torch::Tensor& reserve) {
-  cudnnHandle_t h = at::native::getCudnnHandle();  // on the current stream
   const bool add = z.defined();
-  const Descriptors d(x);
-  Sizes s;
-  if (const cudnnStatus_t st = querySizes(h, d, add, s); st != CUDNN_STATUS_SUCCESS) return st;
+  const Sizes& s = p.sizesFor(add);
+  if (s.status != CUDNN_STATUS_SUCCESS) return s.status;
+  const Descriptors& d = p.d;
   y = torch::empty_like(x);
   saveMean = torch::empty_like(weight);
   saveInvVar = torch::empty_like(weight);
@@ -112,11 +135,116 @@ cudnnStatus_t forwardTraining(const torch::Tensor& x, const torch::Tensor& z,
   const torch::Tensor workspace = bytes(s.forward, x);
   const float one = 1.f, zero = 0.f;
   return cudnnBatchNormalizationForwardTrainingEx(
-      h, kMode, opsFor(add), &one, &zero, d.x(), x.data_ptr(), add ? d.x() : nullptr,
-      add ? z.data_ptr() : nullptr, d.x(), y.data_ptr(), d.bn(), weight.data_ptr(),
-      bias.data_ptr(), factor, runningMean.data_ptr(), runningVar.data_ptr(), eps,
-      saveMean.data_ptr(), saveInvVar.data_ptr(), d.relu(), workspace.data_ptr(), s.forward,
+      at::native::getCudnnHandle(), kMode, opsFor(add), &one, &zero, d.x(), x.data_ptr(),
+      add ? d.x() : nullptr, add ? z.data_ptr() : nullptr, d.x(), y.data_ptr(), d.bn(),
+      weight.data_ptr(), bias.data_ptr(), factor, runningMean.data_ptr(), runningVar.data_ptr(),
+      eps, saveMean.data_ptr(), saveInvVar.data_ptr(), d.relu(), workspace.data_ptr(), s.forward,
       reserve.data_ptr(), static_cast<size_t>(reserve.numel()));
+}
+
+// The backward call; dx (and dz with the add), dWeight and dBias written.
+cudnnStatus_t backwardTraining(const ShapePlan& p, bool add, const torch::Tensor& x,
+                               const torch::Tensor& y, const torch::Tensor& dy,
+                               const torch::Tensor& weight, const torch::Tensor& bias,
+                               const torch::Tensor& saveMean, const torch::Tensor& saveInvVar,
+                               const torch::Tensor& reserve, double eps, torch::Tensor& dx,
+                               torch::Tensor& dz, torch::Tensor& dWeight, torch::Tensor& dBias) {
+  const Sizes& s = p.sizesFor(add);
+  if (s.status != CUDNN_STATUS_SUCCESS) return s.status;
+  const Descriptors& d = p.d;
+  dx = torch::empty_like(x);
+  dz = add ? torch::empty_like(x) : torch::Tensor();
+  dWeight = torch::empty_like(weight);
+  dBias = torch::empty_like(bias);
+  const torch::Tensor workspace = bytes(s.backward, x);
+  const float one = 1.f, zero = 0.f;
+  return cudnnBatchNormalizationBackwardEx(
+      at::native::getCudnnHandle(), kMode, opsFor(add), &one, &zero, &one, &zero, d.x(),
+      x.data_ptr(), d.x(), y.data_ptr(), d.x(), dy.data_ptr(), add ? d.x() : nullptr,
+      add ? dz.data_ptr() : nullptr, d.x(), dx.data_ptr(), d.bn(), weight.data_ptr(),
+      bias.data_ptr(), dWeight.data_ptr(), dBias.data_ptr(), eps, saveMean.data_ptr(),
+      saveInvVar.data_ptr(), d.relu(), workspace.data_ptr(), s.backward, reserve.data_ptr(),
+      static_cast<size_t>(reserve.numel()));
+}
+
+// The shapes met so far, each planned once; plans live as long as the
+// process (a model has a few dozen shapes: ResNet-50 at one batch size 18).
+// Threading: any thread; a plan, once made, is only read, but for its
+// probe results, which the lock guards.
+class ShapePlans {
+ public:
+  // The plan for x's shape on its device, made on first sight.
+  ShapePlan& planFor(const torch::Tensor& x) {
+    const auto key = keyOf(x);
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = plans_.find(key);
+    if (it == plans_.end()) it = plans_.emplace(key, std::make_unique<ShapePlan>(x)).first;
+    return *it->second;
+  }
+
+  // Whether cuDNN fuses x's shape with (add, eps): a forward and a backward
+  // at that shape, once (x read, every output scratch). Never probed inside
+  // a CUDA graph capture, which would record the probe into the graph: a
+  // case first met there runs unfused (the warm-up before a capture meets
+  // every shape the captured step has, so this is a defence, not a path).
+  bool fuses(ShapePlan& p, const torch::Tensor& x, bool add, double eps,
+             const torch::Tensor& weight) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& probed = p.probed;
+    const auto key = std::make_pair(add, eps);
+    if (auto it = probed.find(key); it != probed.end()) return it->second == CUDNN_STATUS_SUCCESS;
+    if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) {
+      log().warn("model.fused_bn: BatchNorm{}+ReLU at {} first met inside a CUDA graph capture; "
+                 "it runs unfused there (a probe cannot be captured)",
+                 add ? "+add" : "", shapeText(x));
+      return false;
+    }
+    const cudnnStatus_t st = probe(p, x, add, eps, weight);
+    probed.emplace(key, st);
+    if (st != CUDNN_STATUS_SUCCESS) {
+      log().info("model.fused_bn: cuDNN does not fuse BatchNorm{}+ReLU at {} (eps {}): {}; "
+                 "those layers run unfused",
+                 add ? "+add" : "", shapeText(x), eps, statusName(st));
+    }
+    if (st == CUDNN_STATUS_SUCCESS) ++fusedCases_;
+    return st == CUDNN_STATUS_SUCCESS;
+  }
+
+  int64_t fusedCases() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fusedCases_;
+  }
+
+ private:
+  using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t>;
+  static Key keyOf(const torch::Tensor& x) {
+    return {x.get_device(), x.size(0), x.size(1), x.size(2), x.size(3)};
+  }
+  static std::string shapeText(const torch::Tensor& x) {
+    return fmt::format("[{}, {}, {}, {}]", x.size(0), x.size(1), x.size(2), x.size(3));
+  }
+  static cudnnStatus_t probe(const ShapePlan& p, const torch::Tensor& x, bool add, double eps,
+                             const torch::Tensor& weight) {
+    torch::NoGradGuard noGrad;
+    const torch::Tensor one = torch::ones_like(weight), zero = torch::zeros_like(weight);
+    torch::Tensor mean = torch::zeros_like(weight), var = torch::ones_like(weight);
+    torch::Tensor y, saveMean, saveInvVar, reserve;
+    cudnnStatus_t st = forwardTraining(p, x, add ? x : torch::Tensor(), one, zero, mean, var, 0.1,
+                                       eps, y, saveMean, saveInvVar, reserve);
+    if (st != CUDNN_STATUS_SUCCESS) return st;
+    torch::Tensor dx, dz, dWeight, dBias;
+    return backwardTraining(p, add, x, y, y, one, zero, saveMean, saveInvVar, reserve, eps, dx,
+                            dz, dWeight, dBias);
+  }
+
+  std::mutex mu_;
+  std::map<Key, std::unique_ptr<ShapePlan>> plans_;
+  int64_t fusedCases_ = 0;
+};
+
+ShapePlans& shapePlans() {
+  static ShapePlans plans;
+  return plans;
 }
 
 class BatchNormRelu : public torch::autograd::Function<BatchNormRelu> {
@@ -129,9 +257,10 @@ class BatchNormRelu : public torch::autograd::Function<BatchNormRelu> {
                                                 const torch::Tensor& runningVar, double factor,
                                                 double eps) {
     const c10::cuda::CUDAGuard onDevice(x.device());
+    const ShapePlan& plan = shapePlans().planFor(x);
     torch::Tensor y, saveMean, saveInvVar, reserve;
-    check(forwardTraining(x, z, weight, bias, runningMean, runningVar, factor, eps, y, saveMean,
-                          saveInvVar, reserve),
+    check(forwardTraining(plan, x, z, weight, bias, runningMean, runningVar, factor, eps, y,
+                          saveMean, saveInvVar, reserve),
           "cudnnBatchNormalizationForwardTrainingEx");
     ctx->save_for_backward({x, y, weight, bias, saveMean, saveInvVar, reserve});
     ctx->saved_data["eps"] = eps;
@@ -149,77 +278,29 @@ class BatchNormRelu : public torch::autograd::Function<BatchNormRelu> {
     const c10::cuda::CUDAGuard onDevice(x.device());
     const torch::Tensor dy =
         grads[0].to(x.scalar_type()).contiguous(at::MemoryFormat::ChannelsLast);
-    cudnnHandle_t h = at::native::getCudnnHandle();
-    const Descriptors d(x);
-    Sizes s;
-    check(querySizes(h, d, add, s), "the workspace sizes");
-    torch::Tensor dx = torch::empty_like(x), dz = add ? torch::empty_like(x) : torch::Tensor();
-    torch::Tensor dWeight = torch::empty_like(weight), dBias = torch::empty_like(bias);
-    const torch::Tensor workspace = bytes(s.backward, x);
-    const float one = 1.f, zero = 0.f;
-    check(cudnnBatchNormalizationBackwardEx(
-              h, kMode, opsFor(add), &one, &zero, &one, &zero, d.x(), x.data_ptr(), d.x(),
-              y.data_ptr(), d.x(), dy.data_ptr(), add ? d.x() : nullptr,
-              add ? dz.data_ptr() : nullptr, d.x(), dx.data_ptr(), d.bn(), weight.data_ptr(),
-              bias.data_ptr(), dWeight.data_ptr(), dBias.data_ptr(), eps, saveMean.data_ptr(),
-              saveInvVar.data_ptr(), d.relu(), workspace.data_ptr(), s.backward,
-              reserve.data_ptr(), static_cast<size_t>(reserve.numel())),
+    torch::Tensor dx, dz, dWeight, dBias;
+    check(backwardTraining(shapePlans().planFor(x), add, x, y, dy, weight, bias, saveMean,
+                           saveInvVar, reserve, eps, dx, dz, dWeight, dBias),
           "cudnnBatchNormalizationBackwardEx");
     return {dx, dz, dWeight, dBias, torch::Tensor(), torch::Tensor(), torch::Tensor(),
             torch::Tensor()};
   }
 };
 
-// The (dtype, channels, add) cases cuDNN was asked about once: whether it
-// fuses them. Asked with a real call on a small batch, as a shape of the
-// kind cuDNN refuses (CUDNN_STATUS_NOT_SUPPORTED) is refused at the call,
-// not at the workspace query.
-class SupportCache {
- public:
-  bool fuses(const torch::Tensor& x, bool add, const torch::Tensor& weight) {
-    const auto key = std::make_tuple(static_cast<int>(x.scalar_type()), x.size(1), add);
-    std::lock_guard<std::mutex> lock(mu_);
-    if (yes_.count(key)) return true;
-    if (no_.count(key)) return false;
-    torch::NoGradGuard noGrad;
-    const torch::Tensor probe =
-        torch::rand({2, x.size(1), 4, 4}, x.options()).contiguous(at::MemoryFormat::ChannelsLast);
-    torch::Tensor mean = torch::zeros_like(weight), var = torch::ones_like(weight);
-    torch::Tensor y, saveMean, saveInvVar, reserve;
-    const cudnnStatus_t st =
-        forwardTraining(probe, add ? probe : torch::Tensor(), torch::ones_like(weight),
-                        torch::zeros_like(weight), mean, var, 0.1, 1e-5, y, saveMean, saveInvVar,
-                        reserve);
-    if (st == CUDNN_STATUS_SUCCESS) {
-      yes_.insert(key);
-      return true;
-    }
-    no_.insert(key);
-    log().info("model.fused_bn: cuDNN does not fuse BatchNorm{}+ReLU for {} with {} channels "
-               "({}); those layers run unfused",
-               add ? "+add" : "", c10::toString(x.scalar_type()), x.size(1), statusName(st));
-    return false;
-  }
-
- private:
-  std::mutex mu_;
-  std::set<std::tuple<int, int64_t, bool>> yes_, no_;
-};
-
-SupportCache& supportCache() {
-  static SupportCache cache;
-  return cache;
-}
-
 }  // namespace
 
 bool fusedBatchNormAvailable() { return true; }
 
+int64_t fusedBatchNormCases() { return shapePlans().fusedCases(); }
+
 torch::Tensor batchNormRelu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor& x,
                             const torch::Tensor& z) {
   const auto& o = bn.options;
-  const bool half = x.scalar_type() == torch::kHalf || x.scalar_type() == torch::kBFloat16;
-  if (!bn.is_training() || !x.is_cuda() || x.dim() != 4 || !half || x.size(1) % 4 != 0 ||
+  // fp16 only: cuDNN's BN_ACTIVATION and BN_ADD_ACTIVATION ops take
+  // CUDNN_DATA_HALF NHWC tensors (cudnnBatchNormalizationForwardTrainingEx's
+  // documented requirements); bf16 is not asked.
+  if (!bn.is_training() || !x.is_cuda() || x.dim() != 4 || x.scalar_type() != torch::kHalf ||
+      x.size(1) % 4 != 0 ||
       !x.is_contiguous(at::MemoryFormat::ChannelsLast) || !o.affine() ||
       !o.track_running_stats() || !o.momentum().has_value() ||
       bn.weight.scalar_type() != torch::kFloat || bn.running_mean.scalar_type() != torch::kFloat) {
@@ -230,7 +311,8 @@ torch::Tensor batchNormRelu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor&
     return {};
   }
   const c10::cuda::CUDAGuard onDevice(x.device());
-  if (!supportCache().fuses(x, z.defined(), bn.weight)) return {};
+  ShapePlans& plans = shapePlans();
+  if (!plans.fuses(plans.planFor(x), x, z.defined(), o.eps(), bn.weight)) return {};
   {
     // BatchNorm2d's own bookkeeping of a training forward.
     torch::NoGradGuard noGrad;

@@ -212,8 +212,19 @@ void checkCudaGraph(const Config& c) {
 }
 
 // model.fused_bn = "on": refused where nothing can fuse ("auto" never is).
+// The layout and precision first: they hold on every build.
 void checkFusedBatchNorm(const Config& c) {
   if (c.getString("model.fused_bn") != "on") return;
+  BIGBATCH_REQUIRE(c.getString("amp.precision") == "fp16", InvalidArgument,
+                   "model.fused_bn = \"on\" needs amp.precision = \"fp16\": cuDNN fuses "
+                   "BatchNorm+ReLU on half-precision tensors only (its BN_ACTIVATION ops), and "
+                   "amp.precision = \"{}\"; set amp.precision = \"fp16\", or model.fused_bn = "
+                   "\"auto\" (the unfused layers at {})",
+                   c.getString("amp.precision"), c.getString("amp.precision"));
+  BIGBATCH_REQUIRE(c.getBool("model.channels_last"), InvalidArgument,
+                   "model.fused_bn = \"on\" needs model.channels_last = true: cuDNN fuses "
+                   "BatchNorm+ReLU on NHWC tensors only; set model.channels_last = true, or "
+                   "model.fused_bn = \"auto\"");
   BIGBATCH_REQUIRE(fusedBatchNormAvailable(), InvalidArgument,
                    "model.fused_bn = \"on\" needs the CUDA build with cuDNN's headers "
                    "(scripts/build-cuda; docs/GPU.md); set model.fused_bn = \"auto\" or \"off\"");

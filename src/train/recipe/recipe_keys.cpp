@@ -278,10 +278,10 @@ std::vector<RecipeKey> modelKeys() {
       {F("model.fused_bn", T::kString, std::string("auto"),
         "resnet50 on run.device = cuda: each bottleneck's BatchNorm+ReLU and "
         "BatchNorm+add+ReLU as one cuDNN kernel each (cudnnBatchNormalizationForwardTrainingEx "
-        "with BN_ACTIVATION / BN_ADD_ACTIVATION, NHWC), forward and backward; auto: on for "
-        "fp16 and bf16 compute with model.channels_last; on: also asked for where auto would "
-        "not (refused off the CUDA build or device); off: the unfused layers. A dtype and "
-        "channel count cuDNN does not fuse (asked once, on a small batch) runs unfused",
+        "with BN_ACTIVATION / BN_ADD_ACTIVATION, NHWC fp16), forward and backward; auto: on "
+        "for amp.precision = fp16 with model.channels_last; on: the same, refused where it "
+        "cannot fuse (off the CUDA build or device, another precision, NCHW); off: the unfused "
+        "layers. A shape cuDNN does not fuse (asked once per shape, at that shape) runs unfused",
         {}, {}, {"auto", "on", "off"}),
        to(&RunRecipe::fusedBn)},
       {F("model.channels_last", T::kBool, true,
