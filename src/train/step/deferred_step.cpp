@@ -84,16 +84,16 @@ StepOutcome TrainStep::runGraphed(DeviceFeed& feed, const StepPosition& at, cons
   return out;
 }
 
-// The captured step: gradients to none (the captured backward allocates
-// them in the graph's pool, where each replay writes them), forward, loss
-// (the scale read from device memory), backward, the tallies, the
-// optimizer's kernels (its values read from device memory).
+// The captured step, after a warm-up pass on the capture stream: gradients
+// to none (the captured backward allocates them in the graph's pool, where
+// each replay writes them), forward, loss (the scale read from device
+// memory), backward, the tallies, the optimizer's kernels (its values read
+// from device memory).
 void TrainStep::captureStep(const StepPosition& at) {
   if (!tally_.defined()) {
     tally_ = torch::zeros({3}, torch::TensorOptions(torch::kDouble).device(settings_.device));
   }
-  ddp_.zeroGrad();
-  graph_->capture([&] {
+  const auto forwardBackward = [&] {
     LossFactor factor;
     factor.value = 1.0 / static_cast<double>(at.samples);
     if (scaler_) factor.onDevice = lossFactorOnDevice(at.samples);
@@ -101,6 +101,26 @@ void TrainStep::captureStep(const StepPosition& at) {
     const torch::Tensor loss =
         lossOf(forward(staticImages_, nullptr), staticLabels_, factor, false, m);
     loss.backward();
+    return m;
+  };
+  // One forward and backward on the capture stream first, as
+  // torch.cuda.graph's documentation asks of a warm-up: cuBLAS keeps a
+  // workspace per stream and would otherwise allocate it inside the
+  // capture. It leaves nothing behind: the model's buffers (BatchNorm's
+  // running statistics and counts) are put back and the gradients dropped,
+  // so the run trains as it would without it.
+  {
+    std::vector<torch::Tensor> buffers;
+    for (const auto& b : model_.buffers()) buffers.push_back(b.detach().clone());
+    ddp_.zeroGrad();
+    graph_->warmUp([&] { forwardBackward(); });
+    torch::NoGradGuard noGrad;
+    size_t i = 0;
+    for (auto& b : model_.buffers()) b.copy_(buffers[i++]);
+  }
+  ddp_.zeroGrad();
+  graph_->capture([&] {
+    const MicroBatches m = forwardBackward();
     graphPoisoned_ = addToTally(m, false);
     optimizer_.launchDeferred();
   });

@@ -14,34 +14,61 @@ namespace bigbatch::train_detail {
 #ifdef BIGBATCH_WITH_CUDA
 
 struct StepGraph::Impl {
-  explicit Impl(const torch::Device& d) : device(d) {}
+  // A graph cannot be captured on the legacy default stream: a pool stream,
+  // the same for the warm-up and the capture.
+  explicit Impl(const torch::Device& d)
+      : device(d), side(c10::cuda::getStreamFromPool(false, d.index())) {}
+
+  // `body` on the side stream, ordered after the current stream's queued
+  // work, and the current stream after it (also when `body` throws).
+  template <typename Body>
+  void onSide(const Body& body) {
+    const c10::cuda::CUDAGuard onDevice(device);
+    const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(device.index());
+    at::cuda::CUDAEvent queued;
+    queued.record(current);
+    queued.block(side);
+    try {
+      const c10::cuda::CUDAStreamGuard onSideStream(side);
+      body();
+    } catch (...) {
+      try {
+        join(current);
+      } catch (...) {  // the body's error is the one to report
+      }
+      throw;
+    }
+    join(current);
+  }
+
+  void join(const c10::cuda::CUDAStream& current) {
+    at::cuda::CUDAEvent done;
+    done.record(side);
+    done.block(current);
+  }
+
   torch::Device device;
+  c10::cuda::CUDAStream side;
   at::cuda::CUDAGraph graph;
   bool captured = false;
 };
 
 bool StepGraph::available() { return true; }
 
-StepGraph::StepGraph(const torch::Device& device)
-    : impl_(std::make_unique<Impl>(device)) {
+StepGraph::StepGraph(const torch::Device& device) {
   BIGBATCH_REQUIRE(device.is_cuda(), InvalidArgument,
                    "run.cuda_graph captures a step on a CUDA device, not {}; set run.device = "
                    "\"cuda\" or run.cuda_graph = false",
                    device.str());
+  impl_ = std::make_unique<Impl>(device);
 }
 
 StepGraph::~StepGraph() = default;
 
+void StepGraph::warmUp(const std::function<void()>& body) { impl_->onSide(body); }
+
 void StepGraph::capture(const std::function<void()>& body) {
-  const c10::cuda::CUDAGuard onDevice(impl_->device);
-  const c10::cuda::CUDAStream current = c10::cuda::getCurrentCUDAStream(impl_->device.index());
-  // A graph cannot be captured on the legacy default stream.
-  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool(false, impl_->device.index());
-  at::cuda::CUDAEvent queued;
-  queued.record(current);
-  queued.block(side);
-  {
-    const c10::cuda::CUDAStreamGuard onSide(side);
+  impl_->onSide([&] {
     impl_->graph.capture_begin({0, 0}, cudaStreamCaptureModeThreadLocal);
     try {
       body();
@@ -54,10 +81,7 @@ void StepGraph::capture(const std::function<void()>& body) {
       throw;
     }
     impl_->graph.capture_end();
-  }
-  at::cuda::CUDAEvent done;
-  done.record(side);
-  done.block(current);
+  });
   impl_->captured = true;
 }
 
@@ -82,6 +106,7 @@ StepGraph::StepGraph(const torch::Device&) {
 }
 
 StepGraph::~StepGraph() = default;
+void StepGraph::warmUp(const std::function<void()>&) {}
 void StepGraph::capture(const std::function<void()>&) {}
 bool StepGraph::captured() const { return false; }
 void StepGraph::replay() {}
