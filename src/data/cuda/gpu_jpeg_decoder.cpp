@@ -6,12 +6,16 @@
 // decodes back.
 #include "bigbatch/data/gpu_jpeg_decoder.h"
 
+#include <ATen/core/CachingHostAllocator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
 #include <cstring>
+#include <mutex>
 #include <optional>
+#include <unordered_map>
 
 #include "../jpeg_codec.h"
 #include "bigbatch/common/error.h"
@@ -39,6 +43,79 @@ data_detail::CropResizeDtype kernelDtype(torch::ScalarType t) {
   }
 }
 
+// nvJPEG's buffers from libtorch's caching allocators (DALI likewise gives
+// nvJPEG its own pools): a buffer that grows mid-epoch — a larger image, a
+// larger batch — then takes a cached block instead of cudaMalloc and
+// cudaFreeHost, which wait for the whole device. Device blocks are
+// stream-ordered as nvJPEG's V2 allocators are: allocated on the stream
+// nvJPEG names, freed into that stream's cache. Pinned blocks come from
+// the caching host allocator; a freed one first records an event on the
+// stream nvJPEG names, so no later allocation reuses it while a copy from
+// it may still run.
+class NvjpegCachingAllocators {
+ public:
+  data_detail::NvjpegAllocators table() {
+    data_detail::NvjpegAllocators a;
+    a.deviceMalloc = &deviceMalloc;
+    a.deviceFree = &deviceFree;
+    a.pinnedMalloc = &pinnedMalloc;
+    a.pinnedFree = &pinnedFree;
+    a.ctx = this;
+    return a;
+  }
+
+ private:
+  static int deviceMalloc(void*, void** ptr, size_t size, cudaStream_t stream) {
+    try {
+      *ptr = c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(size, stream);
+      return *ptr != nullptr || size == 0 ? 0 : 1;
+    } catch (...) {  // out of memory: nvJPEG reports ALLOCATOR_FAILURE
+      return 1;
+    }
+  }
+  static int deviceFree(void*, void* ptr, size_t, cudaStream_t) {
+    if (ptr) c10::cuda::CUDACachingAllocator::raw_delete(ptr);
+    return 0;
+  }
+  static int pinnedMalloc(void* ctx, void** ptr, size_t size, cudaStream_t) {
+    auto* self = static_cast<NvjpegCachingAllocators*>(ctx);
+    try {
+      at::DataPtr block = at::getHostAllocator(at::kCUDA)->allocate(size);
+      *ptr = block.get();
+      if (*ptr == nullptr) return size == 0 ? 0 : 1;
+      const std::lock_guard<std::mutex> lock(self->mu_);
+      self->pinned_.emplace(*ptr, std::move(block));
+      return 0;
+    } catch (...) {
+      return 1;
+    }
+  }
+  static int pinnedFree(void* ctx, void* ptr, size_t, cudaStream_t stream) {
+    auto* self = static_cast<NvjpegCachingAllocators*>(ctx);
+    at::DataPtr block;
+    {
+      const std::lock_guard<std::mutex> lock(self->mu_);
+      auto it = self->pinned_.find(ptr);
+      if (it == self->pinned_.end()) return ptr == nullptr ? 0 : 1;
+      block = std::move(it->second);
+      self->pinned_.erase(it);
+    }
+    try {
+      const c10::Device device(c10::kCUDA, c10::cuda::current_device());
+      at::getHostAllocator(at::kCUDA)->record_event(
+          ptr, block.get_context(), c10::cuda::getStreamFromExternal(stream, device.index()));
+    } catch (...) {
+      // Without the event the block may be reused early: keep it instead.
+      block.release_context();
+      return 1;
+    }
+    return 0;  // `block` goes back to the cache here
+  }
+
+  std::mutex mu_;
+  std::unordered_map<void*, at::DataPtr> pinned_;
+};
+
 // Device rows start 256 bytes apart at least (the allocator's alignment),
 // each image's rows 4-byte aligned.
 constexpr int64_t kAlign = 256;
@@ -54,6 +131,7 @@ GpuDecodeSupport gpuJpegDecodeSupport() {
 
 struct GpuJpegDecoder::Impl {
   torch::Device device{torch::kCUDA, 0};
+  NvjpegCachingAllocators allocators;  // outlives nvjpeg, which frees into it
   std::unique_ptr<data_detail::NvjpegBatchDecoder> nvjpeg;
   // Double buffering: slot k's nvJPEG state and bytes are reused only once
   // its previous batch's work (recorded in `done`) has run.
@@ -91,7 +169,7 @@ GpuJpegDecoder::GpuJpegDecoder(const torch::Device& device) : impl_(std::make_un
   m.device = device.has_index() ? device : torch::Device(torch::kCUDA, c10::cuda::current_device());
   const c10::cuda::CUDAGuard onDevice(m.device);
   try {
-    m.nvjpeg = std::make_unique<data_detail::NvjpegBatchDecoder>();
+    m.nvjpeg = std::make_unique<data_detail::NvjpegBatchDecoder>(m.allocators.table());
   } catch (const std::exception& e) {
     BIGBATCH_THROW(IoError,
                    "JPEG decoding on the GPU cannot start: {}; check the driver (nvidia-smi) and "

@@ -78,6 +78,13 @@ struct NvjpegBatchDecoder::Handles {
   nvjpegJpegStream_t stream[2] = {};
   nvjpegBufferDevice_t device = nullptr;
   nvjpegDecodeParams_t params = nullptr;
+  // The caller's allocators (null: nvJPEG's own cudaMalloc/cudaHostAlloc).
+  nvjpegDevAllocatorV2_t devAllocator{};
+  nvjpegPinnedAllocatorV2_t pinnedAllocator{};
+  nvjpegDevAllocatorV2_t* dev() { return devAllocator.dev_malloc ? &devAllocator : nullptr; }
+  nvjpegPinnedAllocatorV2_t* pinnedAlloc() {
+    return pinnedAllocator.pinned_malloc ? &pinnedAllocator : nullptr;
+  }
 
   ~Handles() {
     if (params) nvjpegDecodeParamsDestroy(params);
@@ -106,27 +113,38 @@ struct NvjpegBatchDecoder::Handles {
   }
 };
 
-NvjpegBatchDecoder::NvjpegBatchDecoder() : h_(std::make_unique<Handles>()) {
+NvjpegBatchDecoder::NvjpegBatchDecoder(const NvjpegAllocators& a)
+    : h_(std::make_unique<Handles>()) {
   Handles& h = *h_;
+  if (a.deviceMalloc && a.deviceFree) h.devAllocator = {a.deviceMalloc, a.deviceFree, a.ctx};
+  if (a.pinnedMalloc && a.pinnedFree) h.pinnedAllocator = {a.pinnedMalloc, a.pinnedFree, a.ctx};
   // The hardware backend if the GPU has JPEG engines, else the default
-  // (CUDA) one; each first with chroma interpolated when upsampled — as
-  // libjpeg-turbo's default ("fancy") upsampling does — where the library
-  // takes the flag.
-  const unsigned flagChoices[] = {NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION, NVJPEG_FLAGS_DEFAULT};
+  // (CUDA) one; each first with strict bitstream checks (a file that breaks
+  // the JPEG standard is an error, not decoded as best it can: it then goes
+  // to libjpeg-turbo on the host, which stops on its warning as the CPU
+  // path does) and chroma interpolated when upsampled — as libjpeg-turbo's
+  // default ("fancy") upsampling does — then with fewer, where the library
+  // refuses a flag.
+  constexpr unsigned kStrict = NVJPEG_FLAGS_BITSTREAM_STRICT;
+  constexpr unsigned kInterpolate = NVJPEG_FLAGS_UPSAMPLING_WITH_INTERPOLATION;
+  const unsigned flagChoices[] = {kStrict | kInterpolate, kStrict, kInterpolate,
+                                  NVJPEG_FLAGS_DEFAULT};
   nvjpegStatus_t noHardware = NVJPEG_STATUS_SUCCESS;
-  bool interpolated = false;
+  bool interpolated = false, strict = false;
   for (const nvjpegBackend_t backend : {NVJPEG_BACKEND_HARDWARE, NVJPEG_BACKEND_DEFAULT}) {
     for (const unsigned flags : flagChoices) {
-      const nvjpegStatus_t s = nvjpegCreateEx(backend, nullptr, nullptr, flags, &h.handle);
+      const nvjpegStatus_t s =
+          nvjpegCreateExV2(backend, h.dev(), h.pinnedAlloc(), flags, &h.handle);
       if (s == NVJPEG_STATUS_SUCCESS) {
         hardware_ = backend == NVJPEG_BACKEND_HARDWARE;
-        interpolated = flags != NVJPEG_FLAGS_DEFAULT;
+        interpolated = (flags & kInterpolate) != 0;
+        strict = (flags & kStrict) != 0;
         break;
       }
       h.handle = nullptr;
       if (backend == NVJPEG_BACKEND_HARDWARE) noHardware = s;
       if (backend == NVJPEG_BACKEND_DEFAULT && flags == NVJPEG_FLAGS_DEFAULT) {
-        check(s, "nvjpegCreateEx (default backend)");
+        check(s, "nvjpegCreateExV2 (default backend)");
       }
     }
     if (h.handle) break;
@@ -144,10 +162,11 @@ NvjpegBatchDecoder::NvjpegBatchDecoder() : h_(std::make_unique<Handles>()) {
           "nvjpegDecoderStateCreate");
   }
   for (int i = 0; i < 2; ++i) {
-    check(nvjpegBufferPinnedCreate(h.handle, nullptr, &h.pinned[i]), "nvjpegBufferPinnedCreate");
+    check(nvjpegBufferPinnedCreateV2(h.handle, h.pinnedAlloc(), &h.pinned[i]),
+          "nvjpegBufferPinnedCreateV2");
     check(nvjpegJpegStreamCreate(h.handle, &h.stream[i]), "nvjpegJpegStreamCreate");
   }
-  check(nvjpegBufferDeviceCreate(h.handle, nullptr, &h.device), "nvjpegBufferDeviceCreate");
+  check(nvjpegBufferDeviceCreateV2(h.handle, h.dev(), &h.device), "nvjpegBufferDeviceCreateV2");
   h.params = h.makeParams();
 
   int major = 0, minor = 0, patch = 0;
@@ -174,6 +193,9 @@ NvjpegBatchDecoder::NvjpegBatchDecoder() : h_(std::make_unique<Handles>()) {
   }
   backend_ += std::string(", region decode, chroma ") +
               (interpolated ? "interpolated" : "replicated") +
+              (strict ? ", strict bitstream checks" : ", no strict bitstream checks") +
+              ", buffers from " +
+              (h.dev() ? "the caching allocators" : "cudaMalloc/cudaHostAlloc") +
               "; libjpeg-turbo on the host for CMYK/YCCK";
 }
 
@@ -288,22 +310,24 @@ std::string NvjpegBatchDecoder::decodeOnCuda(const NvjpegInput& in, const Nvjpeg
   return "";
 }
 
-std::vector<std::string> NvjpegBatchDecoder::decode(const std::vector<NvjpegInput>& in,
-                                                    const std::vector<NvjpegPlan>& plan,
-                                                    const std::vector<uint8_t*>& out,
-                                                    const std::vector<size_t>& pitch, int slot,
-                                                    cudaStream_t stream) {
+// One batched call over `which` (images planned kHardware); where it
+// fails, each half again, and a single image that still fails goes to the
+// CUDA cores — so one bad file costs about log2(n) batched calls, where
+// sending the whole batch to the per-image path would cost n decodes with a
+// stream wait each.
+void NvjpegBatchDecoder::decodeBatched(const std::vector<NvjpegInput>& in,
+                                       const std::vector<NvjpegPlan>& plan,
+                                       const std::vector<uint8_t*>& out,
+                                       const std::vector<size_t>& pitch,
+                                       const std::vector<size_t>& which, int slot,
+                                       cudaStream_t stream, std::vector<std::string>& result) {
   Handles& h = *h_;
   Handles::Slot& s = h.slots[slot];
-  std::vector<std::string> result(in.size());
   std::vector<const unsigned char*> data;
-  std::vector<size_t> lengths, which;
+  std::vector<size_t> lengths;
   std::vector<nvjpegImage_t> dst;
   std::vector<nvjpegDecodeParams_t> params;
-  for (size_t i = 0; i < in.size(); ++i) {
-    if (plan[i].route == NvjpegRoute::kHost) result[i] = plan[i].why;
-    if (plan[i].route != NvjpegRoute::kHardware) continue;
-    which.push_back(i);
+  for (size_t i : which) {
     data.push_back(in[i].data);
     lengths.push_back(in[i].size);
     nvjpegImage_t image{};
@@ -312,29 +336,45 @@ std::vector<std::string> NvjpegBatchDecoder::decode(const std::vector<NvjpegInpu
     dst.push_back(image);
     params.push_back(s.params[i]);
   }
-  if (!which.empty()) {
-    const int n = static_cast<int>(which.size());
-    if (!s.preallocated) {
-      // The engines' buffers for a batch of this size once, up front (DALI
-      // and nvImageCodec measured >20% on 8 GPUs); a hint, refused harmlessly.
-      nvjpegDecodeBatchedPreAllocate(h.handle, s.state, n, 1024, 1024, NVJPEG_CSS_444,
-                                     NVJPEG_OUTPUT_RGBI);
-      s.preallocated = true;
-    }
-    nvjpegStatus_t st = nvjpegDecodeBatchedInitialize(h.handle, s.state, n, 1, NVJPEG_OUTPUT_RGBI);
-    if (st == NVJPEG_STATUS_SUCCESS) {
-      st = nvjpegDecodeBatchedEx(h.handle, s.state, data.data(), lengths.data(), dst.data(),
-                                 params.data(), stream);
-    }
-    if (st != NVJPEG_STATUS_SUCCESS) {
-      // One call for the batch, one status: each image again on the CUDA
-      // cores, so one bad file costs only itself.
-      for (size_t k : which) {
-        const std::string why = decodeOnCuda(in[k], plan[k], out[k], pitch[k], stream);
-        if (!why.empty()) result[k] = failed("nvjpegDecodeBatchedEx", st) + ", then " + why;
-      }
-    }
+  const int n = static_cast<int>(which.size());
+  if (!s.preallocated) {
+    // The engines' buffers for a batch of this size once, up front (DALI
+    // and nvImageCodec measured >20% on 8 GPUs); a hint, refused harmlessly.
+    nvjpegDecodeBatchedPreAllocate(h.handle, s.state, n, 1024, 1024, NVJPEG_CSS_444,
+                                   NVJPEG_OUTPUT_RGBI);
+    s.preallocated = true;
   }
+  nvjpegStatus_t st = nvjpegDecodeBatchedInitialize(h.handle, s.state, n, 1, NVJPEG_OUTPUT_RGBI);
+  if (st == NVJPEG_STATUS_SUCCESS) {
+    st = nvjpegDecodeBatchedEx(h.handle, s.state, data.data(), lengths.data(), dst.data(),
+                               params.data(), stream);
+  }
+  if (st == NVJPEG_STATUS_SUCCESS) return;
+  if (n == 1) {
+    const size_t k = which[0];
+    const std::string why = decodeOnCuda(in[k], plan[k], out[k], pitch[k], stream);
+    if (!why.empty()) result[k] = failed("nvjpegDecodeBatchedEx", st) + ", then " + why;
+    return;
+  }
+  const auto middle = which.begin() + n / 2;
+  decodeBatched(in, plan, out, pitch, std::vector<size_t>(which.begin(), middle), slot, stream,
+                result);
+  decodeBatched(in, plan, out, pitch, std::vector<size_t>(middle, which.end()), slot, stream,
+                result);
+}
+
+std::vector<std::string> NvjpegBatchDecoder::decode(const std::vector<NvjpegInput>& in,
+                                                    const std::vector<NvjpegPlan>& plan,
+                                                    const std::vector<uint8_t*>& out,
+                                                    const std::vector<size_t>& pitch, int slot,
+                                                    cudaStream_t stream) {
+  std::vector<std::string> result(in.size());
+  std::vector<size_t> which;
+  for (size_t i = 0; i < in.size(); ++i) {
+    if (plan[i].route == NvjpegRoute::kHost) result[i] = plan[i].why;
+    if (plan[i].route == NvjpegRoute::kHardware) which.push_back(i);
+  }
+  if (!which.empty()) decodeBatched(in, plan, out, pitch, which, slot, stream, result);
   for (size_t i = 0; i < in.size(); ++i) {
     if (plan[i].route == NvjpegRoute::kCuda) {
       result[i] = decodeOnCuda(in[i], plan[i], out[i], pitch[i], stream);

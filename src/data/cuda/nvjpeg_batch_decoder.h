@@ -25,6 +25,21 @@ struct NvjpegInput {
   int regionX = 0, regionY = 0, regionWidth = 0, regionHeight = 0;
 };
 
+// The allocators nvJPEG takes for its device and pinned buffers, in
+// nvJPEG's stream-ordered V2 form (each returns 0 on success); a missing
+// pair leaves nvJPEG to cudaMalloc / cudaHostAlloc and their frees — which
+// wait for the whole device, each time a buffer grows mid-epoch. `ctx` is
+// passed to each and outlives the decoder.
+struct NvjpegAllocators {
+  using Call = int (*)(void* ctx, void** ptr, size_t size, cudaStream_t stream);
+  using Free = int (*)(void* ctx, void* ptr, size_t size, cudaStream_t stream);
+  Call deviceMalloc = nullptr;
+  Free deviceFree = nullptr;
+  Call pinnedMalloc = nullptr;
+  Free pinnedFree = nullptr;
+  void* ctx = nullptr;
+};
+
 // How one image will be decoded, and the size of what is written: its
 // region, or the whole image.
 struct NvjpegPlan {
@@ -53,9 +68,15 @@ struct NvjpegPlan {
 //             as the CPU path does.
 //
 // The backend is chosen in the constructor: the hardware one where the GPU
-// has engines (nvjpegCreateEx returns ARCH_MISMATCH where it has none), else
-// the default (CUDA) one. Output is RGB interleaved (NVJPEG_OUTPUT_RGBI, 3
-// bytes a pixel), EXIF orientation ignored (as libjpeg-turbo ignores it).
+// has engines (nvjpegCreateExV2 returns ARCH_MISMATCH where it has none),
+// else the default (CUDA) one. Output is RGB interleaved (NVJPEG_OUTPUT_RGBI,
+// 3 bytes a pixel), EXIF orientation ignored (as libjpeg-turbo ignores it).
+// Strict bitstream checks where the library takes the flag
+// (NVJPEG_FLAGS_BITSTREAM_STRICT): a file that breaks the standard fails
+// here and goes to the host. A truncated file never reaches it: the caller
+// checks each file's markers on the host first (jpegStreamProblem in
+// jpeg_batch_reader.cpp), as a device decoder may decode one without an
+// error.
 //
 // Two slots of per-batch state (the batched state, its decode parameters):
 // a caller alternates them and waits, before reusing one, for the device
@@ -66,9 +87,10 @@ class NvjpegBatchDecoder {
  public:
   static constexpr int kSlots = 2;
 
-  // Creates the nvJPEG handle on the current device. Throws
-  // std::runtime_error with nvJPEG's status when it cannot start.
-  NvjpegBatchDecoder();
+  // Creates the nvJPEG handle on the current device, its buffers from
+  // `allocators` where given. Throws std::runtime_error with nvJPEG's
+  // status when it cannot start.
+  explicit NvjpegBatchDecoder(const NvjpegAllocators& allocators = {});
   ~NvjpegBatchDecoder();
   NvjpegBatchDecoder(const NvjpegBatchDecoder&) = delete;
   NvjpegBatchDecoder& operator=(const NvjpegBatchDecoder&) = delete;
@@ -82,8 +104,10 @@ class NvjpegBatchDecoder {
   // Queues on `stream` the decode of every image planned kHardware or kCuda
   // into out[i] (device memory, plan[i].height rows of pitch[i] bytes).
   // Returns one string per image: "" when queued, else why nvJPEG failed
-  // (the caller decodes it on the host); a failed batched call is retried
-  // image by image on the CUDA cores first. The decoupled path waits on
+  // (the caller decodes it on the host). A failed batched call is retried
+  // on each half of its images, down to single images, which go to the
+  // CUDA cores: one bad file costs about log2(n) batched calls, not the
+  // whole batch on the per-image path. The decoupled path waits on
   // `stream` between images (its pinned buffers are reused); nothing else
   // waits. Throws std::runtime_error on a CUDA error.
   std::vector<std::string> decode(const std::vector<NvjpegInput>& in,
@@ -94,6 +118,10 @@ class NvjpegBatchDecoder {
   struct Handles;  // internal
 
  private:
+  void decodeBatched(const std::vector<NvjpegInput>& in, const std::vector<NvjpegPlan>& plan,
+                     const std::vector<uint8_t*>& out, const std::vector<size_t>& pitch,
+                     const std::vector<size_t>& which, int slot, cudaStream_t stream,
+                     std::vector<std::string>& result);
   std::string decodeOnCuda(const NvjpegInput& in, const NvjpegPlan& plan, uint8_t* out,
                            size_t pitch, cudaStream_t stream);
 
