@@ -44,14 +44,16 @@ data_detail::CropResizeDtype kernelDtype(torch::ScalarType t) {
 }
 
 // nvJPEG's buffers from libtorch's caching allocators (DALI likewise gives
-// nvJPEG its own pools): a buffer that grows mid-epoch — a larger image, a
-// larger batch — then takes a cached block instead of cudaMalloc and
-// cudaFreeHost, which wait for the whole device. Device blocks are
-// stream-ordered as nvJPEG's V2 allocators are: allocated on the stream
-// nvJPEG names, freed into that stream's cache. Pinned blocks come from
-// the caching host allocator; a freed one first records an event on the
-// stream nvJPEG names, so no later allocation reuses it while a copy from
-// it may still run.
+// nvJPEG pools of its own): a buffer that grows mid-epoch — a larger image,
+// a larger batch — then takes a cached block instead of cudaMalloc and
+// cudaFreeHost, which wait for the whole device. nvJPEG's V2 allocators are
+// stream-ordered: a block is allocated for the stream nvJPEG names, and
+// freed on a stream after whose queued work it may be reused. So a device
+// block is allocated on that stream, and a freed block (device or pinned)
+// is first marked used on the stream it is freed on (recordStream, or the
+// host allocator's record_event), so no later allocation reuses it while
+// work queued there may still read it. Threading: nvJPEG's calling thread;
+// the maps are locked all the same.
 class NvjpegCachingAllocators {
  public:
   data_detail::NvjpegAllocators table() {
@@ -65,55 +67,74 @@ class NvjpegCachingAllocators {
   }
 
  private:
-  static int deviceMalloc(void*, void** ptr, size_t size, cudaStream_t stream) {
+  using Blocks = std::unordered_map<void*, at::DataPtr>;
+
+  static c10::cuda::CUDAStream streamOf(cudaStream_t stream) {
+    return c10::cuda::getStreamFromExternal(stream, c10::cuda::current_device());
+  }
+  // Keeps `block` (nvJPEG now holds its pointer); 0 on success, as nvJPEG wants.
+  int keep(Blocks& blocks, void** ptr, size_t size, at::DataPtr block) {
+    *ptr = block.get();
+    if (*ptr == nullptr) return size == 0 ? 0 : 1;
+    const std::lock_guard<std::mutex> lock(mu_);
+    blocks.emplace(*ptr, std::move(block));
+    return 0;
+  }
+  // Takes back the block nvJPEG frees (an undefined DataPtr if unknown).
+  at::DataPtr take(Blocks& blocks, void* ptr) {
+    const std::lock_guard<std::mutex> lock(mu_);
+    auto it = blocks.find(ptr);
+    if (it == blocks.end()) return {};
+    at::DataPtr block = std::move(it->second);
+    blocks.erase(it);
+    return block;
+  }
+
+  static int deviceMalloc(void* ctx, void** ptr, size_t size, cudaStream_t stream) {
+    auto* self = static_cast<NvjpegCachingAllocators*>(ctx);
     try {
-      *ptr = c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(size, stream);
-      return *ptr != nullptr || size == 0 ? 0 : 1;
+      const c10::cuda::CUDAStreamGuard onStream(streamOf(stream));  // the block's stream
+      return self->keep(self->device_, ptr, size,
+                        c10::cuda::CUDACachingAllocator::get()->allocate(size));
     } catch (...) {  // out of memory: nvJPEG reports ALLOCATOR_FAILURE
       return 1;
     }
   }
-  static int deviceFree(void*, void* ptr, size_t, cudaStream_t) {
-    if (ptr) c10::cuda::CUDACachingAllocator::raw_delete(ptr);
-    return 0;
+  static int deviceFree(void* ctx, void* ptr, size_t, cudaStream_t stream) {
+    auto* self = static_cast<NvjpegCachingAllocators*>(ctx);
+    at::DataPtr block = self->take(self->device_, ptr);
+    if (!block) return ptr == nullptr ? 0 : 1;
+    try {
+      c10::cuda::CUDACachingAllocator::recordStream(block, streamOf(stream));
+    } catch (...) {
+      block.release_context();  // without the mark it could be reused early: kept instead
+      return 1;
+    }
+    return 0;  // `block` goes back to the cache here
   }
   static int pinnedMalloc(void* ctx, void** ptr, size_t size, cudaStream_t) {
     auto* self = static_cast<NvjpegCachingAllocators*>(ctx);
     try {
-      at::DataPtr block = at::getHostAllocator(at::kCUDA)->allocate(size);
-      *ptr = block.get();
-      if (*ptr == nullptr) return size == 0 ? 0 : 1;
-      const std::lock_guard<std::mutex> lock(self->mu_);
-      self->pinned_.emplace(*ptr, std::move(block));
-      return 0;
+      return self->keep(self->pinned_, ptr, size, at::getHostAllocator(at::kCUDA)->allocate(size));
     } catch (...) {
       return 1;
     }
   }
   static int pinnedFree(void* ctx, void* ptr, size_t, cudaStream_t stream) {
     auto* self = static_cast<NvjpegCachingAllocators*>(ctx);
-    at::DataPtr block;
-    {
-      const std::lock_guard<std::mutex> lock(self->mu_);
-      auto it = self->pinned_.find(ptr);
-      if (it == self->pinned_.end()) return ptr == nullptr ? 0 : 1;
-      block = std::move(it->second);
-      self->pinned_.erase(it);
-    }
+    at::DataPtr block = self->take(self->pinned_, ptr);
+    if (!block) return ptr == nullptr ? 0 : 1;
     try {
-      const c10::Device device(c10::kCUDA, c10::cuda::current_device());
-      at::getHostAllocator(at::kCUDA)->record_event(
-          ptr, block.get_context(), c10::cuda::getStreamFromExternal(stream, device.index()));
+      at::getHostAllocator(at::kCUDA)->record_event(ptr, block.get_context(), streamOf(stream));
     } catch (...) {
-      // Without the event the block may be reused early: keep it instead.
       block.release_context();
       return 1;
     }
-    return 0;  // `block` goes back to the cache here
+    return 0;
   }
 
   std::mutex mu_;
-  std::unordered_map<void*, at::DataPtr> pinned_;
+  Blocks device_, pinned_;
 };
 
 // Device rows start 256 bytes apart at least (the allocator's alignment),
