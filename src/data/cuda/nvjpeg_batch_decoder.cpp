@@ -4,6 +4,8 @@
 
 #include <stdexcept>
 
+#include "../halving_retry.h"
+
 namespace bigbatch::data_detail {
 
 const char* nvjpegStatusName(int status) {
@@ -312,9 +314,7 @@ std::string NvjpegBatchDecoder::decodeOnCuda(const NvjpegInput& in, const Nvjpeg
 
 // One batched call over `which` (images planned kHardware); where it
 // fails, each half again, and a single image that still fails goes to the
-// CUDA cores — so one bad file costs about log2(n) batched calls, where
-// sending the whole batch to the per-image path would cost n decodes with a
-// stream wait each.
+// CUDA cores (halving_retry.h).
 void NvjpegBatchDecoder::decodeBatched(const std::vector<NvjpegInput>& in,
                                        const std::vector<NvjpegPlan>& plan,
                                        const std::vector<uint8_t*>& out,
@@ -323,44 +323,41 @@ void NvjpegBatchDecoder::decodeBatched(const std::vector<NvjpegInput>& in,
                                        cudaStream_t stream, std::vector<std::string>& result) {
   Handles& h = *h_;
   Handles::Slot& s = h.slots[slot];
-  std::vector<const unsigned char*> data;
-  std::vector<size_t> lengths;
-  std::vector<nvjpegImage_t> dst;
-  std::vector<nvjpegDecodeParams_t> params;
-  for (size_t i : which) {
-    data.push_back(in[i].data);
-    lengths.push_back(in[i].size);
-    nvjpegImage_t image{};
-    image.channel[0] = out[i];
-    image.pitch[0] = pitch[i];
-    dst.push_back(image);
-    params.push_back(s.params[i]);
-  }
-  const int n = static_cast<int>(which.size());
-  if (!s.preallocated) {
-    // The engines' buffers for a batch of this size once, up front (DALI
-    // and nvImageCodec measured >20% on 8 GPUs); a hint, refused harmlessly.
-    nvjpegDecodeBatchedPreAllocate(h.handle, s.state, n, 1024, 1024, NVJPEG_CSS_444,
-                                   NVJPEG_OUTPUT_RGBI);
-    s.preallocated = true;
-  }
-  nvjpegStatus_t st = nvjpegDecodeBatchedInitialize(h.handle, s.state, n, 1, NVJPEG_OUTPUT_RGBI);
-  if (st == NVJPEG_STATUS_SUCCESS) {
-    st = nvjpegDecodeBatchedEx(h.handle, s.state, data.data(), lengths.data(), dst.data(),
-                               params.data(), stream);
-  }
-  if (st == NVJPEG_STATUS_SUCCESS) return;
-  if (n == 1) {
-    const size_t k = which[0];
+  const auto batch = [&](const std::vector<size_t>& some) -> std::string {
+    std::vector<const unsigned char*> data;
+    std::vector<size_t> lengths;
+    std::vector<nvjpegImage_t> dst;
+    std::vector<nvjpegDecodeParams_t> params;
+    for (size_t i : some) {
+      data.push_back(in[i].data);
+      lengths.push_back(in[i].size);
+      nvjpegImage_t image{};
+      image.channel[0] = out[i];
+      image.pitch[0] = pitch[i];
+      dst.push_back(image);
+      params.push_back(s.params[i]);
+    }
+    const int n = static_cast<int>(some.size());
+    if (!s.preallocated) {
+      // The engines' buffers for a batch of this size once, up front (DALI
+      // and nvImageCodec measured >20% on 8 GPUs); a hint, refused harmlessly.
+      nvjpegDecodeBatchedPreAllocate(h.handle, s.state, n, 1024, 1024, NVJPEG_CSS_444,
+                                     NVJPEG_OUTPUT_RGBI);
+      s.preallocated = true;
+    }
+    nvjpegStatus_t st =
+        nvjpegDecodeBatchedInitialize(h.handle, s.state, n, 1, NVJPEG_OUTPUT_RGBI);
+    if (st == NVJPEG_STATUS_SUCCESS) {
+      st = nvjpegDecodeBatchedEx(h.handle, s.state, data.data(), lengths.data(), dst.data(),
+                                 params.data(), stream);
+    }
+    return st == NVJPEG_STATUS_SUCCESS ? std::string() : failed("nvjpegDecodeBatchedEx", st);
+  };
+  const auto single = [&](size_t k, const std::string& batchWhy) {
     const std::string why = decodeOnCuda(in[k], plan[k], out[k], pitch[k], stream);
-    if (!why.empty()) result[k] = failed("nvjpegDecodeBatchedEx", st) + ", then " + why;
-    return;
-  }
-  const auto middle = which.begin() + n / 2;
-  decodeBatched(in, plan, out, pitch, std::vector<size_t>(which.begin(), middle), slot, stream,
-                result);
-  decodeBatched(in, plan, out, pitch, std::vector<size_t>(middle, which.end()), slot, stream,
-                result);
+    if (!why.empty()) result[k] = batchWhy + ", then " + why;
+  };
+  retryInHalves(which, batch, single);
 }
 
 std::vector<std::string> NvjpegBatchDecoder::decode(const std::vector<NvjpegInput>& in,

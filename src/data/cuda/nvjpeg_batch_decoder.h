@@ -106,8 +106,8 @@ class NvjpegBatchDecoder {
   // Returns one string per image: "" when queued, else why nvJPEG failed
   // (the caller decodes it on the host). A failed batched call is retried
   // on each half of its images, down to single images, which go to the
-  // CUDA cores: one bad file costs about log2(n) batched calls, not the
-  // whole batch on the per-image path. The decoupled path waits on
+  // CUDA cores (halving_retry.h): one bad file costs about 2 log2(n)
+  // batched calls, not the whole batch on the per-image path. The decoupled path waits on
   // `stream` between images (its pinned buffers are reused); nothing else
   // waits. Throws std::runtime_error on a CUDA error.
   std::vector<std::string> decode(const std::vector<NvjpegInput>& in,
