@@ -37,6 +37,11 @@ struct Case {
   bool add;
   int64_t n, c, h, w;  // ResNet-50's shapes at batch 256 among them
 };
+std::string caseName(const Case& k) {
+  return std::string(k.add ? "add_" : "") + std::to_string(k.n) + "x" + std::to_string(k.c) +
+         "x" + std::to_string(k.h) + "x" + std::to_string(k.w);
+}
+void PrintTo(const Case& k, std::ostream* os) { *os << caseName(k); }
 
 class FusedBatchNormCuda : public ::testing::TestWithParam<Case> {};
 
@@ -95,7 +100,10 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FusedBatchNormCuda,
                                            Case{false, 256, 64, 112, 112},
                                            Case{false, 256, 64, 56, 56},
                                            Case{true, 256, 256, 56, 56},
-                                           Case{true, 256, 2048, 7, 7}));
+                                           Case{true, 256, 2048, 7, 7}),
+                         [](const ::testing::TestParamInfo<Case>& info) {
+                           return caseName(info.param);
+                         });
 
 TEST(FusedBatchNormCuda, FallsBackWhereItCannotFuse) {
   if (!runnable()) GTEST_SKIP() << "no CUDA device, or a build without the cuDNN kernels";
