@@ -141,7 +141,8 @@ def main(work, out):
                   "resident: one batch kept on the GPU (the model's cost); host: fed from host memory every step "
                   "(bigbatch: its input pipeline, uint8 on the bus; PyTorch: pinned float batches, "
                   "non_blocking copies on a side stream, DeepLearningExamples' prefetcher). fused BN off: "
-                  "model.fused_bn = off (the other bigbatch columns: auto).", "",
+                  "model.fused_bn = off (the other bigbatch columns: auto, which fuses at fp16 only: cuDNN's "
+                  "fused ops take half, so at bf16 both columns run unfused).", "",
                   "| precision | input | bigbatch img/s | PyTorch eager img/s | ratio | bigbatch, fused BN off | "
                   "vs eager | bigbatch + CUDA graph img/s | "
                   "vs eager | torch.compile img/s | graph vs compile |",
