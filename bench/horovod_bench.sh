@@ -22,7 +22,9 @@
 #                       four ranks share two cores here, and Horovod's
 #                       background thread polls MPI; without it the tuned
 #                       fp16 row ran at 79 img/s against 104 in single runs
-#                       here, 2026-12-06)
+#                       here, 2026-12-06), and tcmalloc preloaded as for
+#                       every Python row (since after the 2026-12-06 table,
+#                       whose Horovod rows ran without it)
 #   ddp_bb_fp16         PyTorch DDP on the "bigbatch" backend, its fp16 hook
 #                       (bigbatch_torch.hooks.fp16), gradient_as_bucket_view
 #   ddp_bb_fp32         the same, no hook
@@ -81,10 +83,10 @@ hvd_row() {  # name case link hidden steps compression env...
   local name=$1 kase=$2 link=$3 hidden=$4 steps=$5 compression=$6
   shift 6
   local log="$out/$name.round$round.log" img_s=null
-  if cluster "$link" env OMPI_MCA_mpi_yield_when_idle=1 ${blas:+"$blas"} "$@" timeout "$limit" \
+  if cluster "$link" env OMPI_MCA_mpi_yield_when_idle=1 LD_PRELOAD="$tcmalloc" ${blas:+"$blas"} "$@" timeout "$limit" \
       "$hvd_python" bench/horovod_ddp.py --hidden "$hidden" --steps "$steps" --warmup "$steps" \
       --compression "$compression" >"$log" 2>&1; then
-    img_s=$(last_json_img_s "$log")
+    img_s=$(last_json_img_s "$log") || img_s=null
   else
     echo "row $name failed in round $round; see $log" >&2
   fi
@@ -98,7 +100,7 @@ ddp_row() {  # name case link hidden steps backend hook
       /usr/bin/python3 bench/pytorch_ddp.py --mpi --backend "$backend" --hook "$hook" --bucket-view \
       --model cnn --hidden "$hidden" --batch 64 --threads 1 --steps "$steps" --warmup "$steps" \
       >"$log" 2>&1; then
-    img_s=$(last_json_img_s "$log")
+    img_s=$(last_json_img_s "$log") || img_s=null
   else
     echo "row $name failed in round $round; see $log" >&2
   fi
@@ -115,7 +117,7 @@ native_row() {  # name case link hidden steps sets...
       --set data.eval_samples=256 --set train.stop_at_target=false --set ckpt.every_epochs=0 \
       --set data.train_samples=$((steps * 64 * 4)) --set model.hidden="$hidden" "$@" >"$dir.log" 2>&1; then
     img_s=$(/usr/bin/python3 -c 'import csv,sys; print(float(list(csv.DictReader(open(sys.argv[1])))[-1]["img_s"]))' \
-              "$dir/metrics.csv")
+              "$dir/metrics.csv") || img_s=null
   else
     echo "row $name failed in round $round; see $dir.log" >&2
   fi

@@ -149,6 +149,7 @@ TEST(FusedBatchNormCuda, ABottleneckMatchesItsUnfusedTwin) {
     const torch::Tensor x0 =
         torch::randn({16, 256, 28, 28}, gpu).contiguous(at::MemoryFormat::ChannelsLast);
     torch::Tensor outs[2], grads[2];
+    const int64_t casesBefore = fusedBatchNormCases();
     int i = 0;
     for (auto* m : {&plain, &fused}) {
       torch::Tensor x = x0.clone().requires_grad_();
@@ -162,6 +163,11 @@ TEST(FusedBatchNormCuda, ABottleneckMatchesItsUnfusedTwin) {
       outs[i] = y.detach();
       grads[i] = x.grad();
       ++i;
+    }
+    if (dtype == torch::kHalf) {  // the fused twin fused (its shapes are new here)
+      EXPECT_GT(fusedBatchNormCases(), casesBefore) << "the fp16 bottleneck fused nothing";
+    } else {
+      EXPECT_EQ(fusedBatchNormCases(), casesBefore) << "bf16 fused";
     }
     const double tol = dtype == torch::kHalf ? kTolerance : 5e-2;  // bf16: 2^-7 relative
     expectClose(outs[1], outs[0], tol, "bottleneck y");

@@ -20,6 +20,7 @@
 #include "run_helpers.h"
 #include "run/run_recorder.h"
 #include "run_setup.h"
+#include "step/step_graph.h"
 
 namespace bigbatch {
 namespace {
@@ -147,7 +148,9 @@ TEST(GpuStep, ACapturedStepTrainsToTheSameWeightsAsTheUncapturedOne) {
     c.set(std::string("amp.precision=") + precision);
     const auto eager = trainedWeights(c, ::testing::TempDir() + "/gpu_graph_off");
     c.set("run.cuda_graph=true");
+    const int64_t before = train_detail::StepGraph::replays();
     const auto graphed = trainedWeights(c, ::testing::TempDir() + "/gpu_graph_on");
+    EXPECT_EQ(train_detail::StepGraph::replays() - before, 29) << precision;
     ASSERT_EQ(eager.size(), graphed.size());
     for (size_t i = 0; i < eager.size(); ++i) {
       EXPECT_TRUE(torch::equal(eager[i], graphed[i]))
@@ -157,8 +160,8 @@ TEST(GpuStep, ACapturedStepTrainsToTheSameWeightsAsTheUncapturedOne) {
   }
 }
 
-// The same with ResNet-50 at fp16, channels-last, where model.fused_bn =
-// auto fuses its BatchNorm+ReLU layers (asserted: cuDNN fused some case):
+// The same with ResNet-50 at fp16, channels-last, with model.fused_bn = on
+// (asserted: cuDNN fused some case):
 // the captured step replays the fused kernels, warmed up on the capture
 // stream, and trains to the same bytes as the eager step. Small images
 // (64 x 64) and 512 samples keep it to seconds: 4 steps of 128 per epoch,
@@ -190,7 +193,9 @@ TEST(GpuStep, ACapturedResNet50WithFusedBatchNormTrainsToTheSameWeights) {
   const auto eager = trained(::testing::TempDir() + "/gpu_resnet_graph_off");
   ASSERT_GT(fusedBatchNormCases(), 0) << "model.fused_bn = on fused nothing";
   c.set("run.cuda_graph=true");
+  const int64_t before = train_detail::StepGraph::replays();
   const auto graphed = trained(::testing::TempDir() + "/gpu_resnet_graph_on");
+  EXPECT_EQ(train_detail::StepGraph::replays() - before, 5);
   ASSERT_EQ(eager.size(), graphed.size());
   ASSERT_GT(eager.size(), 300u) << "not ResNet-50's state";  // 161 parameters, 53 x 3 BN buffers
   for (const auto& entry : eager) {

@@ -312,9 +312,21 @@ std::string NvjpegBatchDecoder::decodeOnCuda(const NvjpegInput& in, const Nvjpeg
   return "";
 }
 
-// One batched call over `which` (images planned kHardware); where it
-// fails, each half again, and a single image that still fails goes to the
-// CUDA cores (halving_retry.h).
+// Whether a failed batched call failed on an image's bytes, which a
+// smaller batch without that image would not (the statuses nvJPEG gives a
+// bitstream it cannot or will not decode), rather than on the call itself
+// (memory, execution), which every retry would meet again.
+bool failedOnAnImage(nvjpegStatus_t s) {
+  return s == NVJPEG_STATUS_BAD_JPEG || s == NVJPEG_STATUS_JPEG_NOT_SUPPORTED ||
+         s == NVJPEG_STATUS_INCOMPLETE_BITSTREAM;
+}
+
+// One batched call over `which` (images planned kHardware). Where it fails
+// on an image's bytes, each half again, down to single images, which go
+// to the CUDA cores (halving_retry.h); where it fails otherwise, every
+// image to the CUDA cores at once. Before each call after the first the
+// host waits for `stream`: the slot's state may still be under the work
+// an earlier call of this batch queued (failure paths only).
 void NvjpegBatchDecoder::decodeBatched(const std::vector<NvjpegInput>& in,
                                        const std::vector<NvjpegPlan>& plan,
                                        const std::vector<uint8_t*>& out,
@@ -323,7 +335,10 @@ void NvjpegBatchDecoder::decodeBatched(const std::vector<NvjpegInput>& in,
                                        cudaStream_t stream, std::vector<std::string>& result) {
   Handles& h = *h_;
   Handles::Slot& s = h.slots[slot];
+  int calls = 0;
+  nvjpegStatus_t last = NVJPEG_STATUS_SUCCESS;
   const auto batch = [&](const std::vector<size_t>& some) -> std::string {
+    if (calls++ > 0) check(cudaStreamSynchronize(stream), "cudaStreamSynchronize");
     std::vector<const unsigned char*> data;
     std::vector<size_t> lengths;
     std::vector<nvjpegImage_t> dst;
@@ -345,19 +360,26 @@ void NvjpegBatchDecoder::decodeBatched(const std::vector<NvjpegInput>& in,
                                      NVJPEG_OUTPUT_RGBI);
       s.preallocated = true;
     }
-    nvjpegStatus_t st =
-        nvjpegDecodeBatchedInitialize(h.handle, s.state, n, 1, NVJPEG_OUTPUT_RGBI);
-    if (st == NVJPEG_STATUS_SUCCESS) {
-      st = nvjpegDecodeBatchedEx(h.handle, s.state, data.data(), lengths.data(), dst.data(),
-                                 params.data(), stream);
+    last = nvjpegDecodeBatchedInitialize(h.handle, s.state, n, 1, NVJPEG_OUTPUT_RGBI);
+    if (last == NVJPEG_STATUS_SUCCESS) {
+      last = nvjpegDecodeBatchedEx(h.handle, s.state, data.data(), lengths.data(), dst.data(),
+                                   params.data(), stream);
     }
-    return st == NVJPEG_STATUS_SUCCESS ? std::string() : failed("nvjpegDecodeBatchedEx", st);
+    return last == NVJPEG_STATUS_SUCCESS ? std::string() : failed("nvjpegDecodeBatchedEx", last);
   };
   const auto single = [&](size_t k, const std::string& batchWhy) {
     const std::string why = decodeOnCuda(in[k], plan[k], out[k], pitch[k], stream);
     if (!why.empty()) result[k] = batchWhy + ", then " + why;
   };
-  retryInHalves(which, batch, single);
+  const std::string why = batch(which);
+  if (why.empty()) return;
+  if (!failedOnAnImage(last) || which.size() == 1) {
+    for (size_t k : which) single(k, why);
+    return;
+  }
+  const auto middle = which.begin() + static_cast<std::ptrdiff_t>(which.size() / 2);
+  retryInHalves(std::vector<size_t>(which.begin(), middle), batch, single);
+  retryInHalves(std::vector<size_t>(middle, which.end()), batch, single);
 }
 
 std::vector<std::string> NvjpegBatchDecoder::decode(const std::vector<NvjpegInput>& in,

@@ -104,12 +104,14 @@ class NvjpegBatchDecoder {
   // Queues on `stream` the decode of every image planned kHardware or kCuda
   // into out[i] (device memory, plan[i].height rows of pitch[i] bytes).
   // Returns one string per image: "" when queued, else why nvJPEG failed
-  // (the caller decodes it on the host). A failed batched call is retried
-  // on each half of its images, down to single images, which go to the
-  // CUDA cores (halving_retry.h): one bad file costs about 2 log2(n)
-  // batched calls, not the whole batch on the per-image path. The decoupled path waits on
-  // `stream` between images (its pinned buffers are reused); nothing else
-  // waits. Throws std::runtime_error on a CUDA error.
+  // (the caller decodes it on the host). A batched call that failed on an
+  // image's bytes is retried on each half of its images, down to single
+  // images, which go to the CUDA cores (halving_retry.h): one bad file
+  // costs about 2 log2(n) batched calls, not the whole batch on the
+  // per-image path; one that failed otherwise sends every image there. The
+  // decoupled path waits on `stream` between images (its pinned buffers
+  // are reused), and a retried batched call waits for it first; nothing
+  // else waits. Throws std::runtime_error on a CUDA error.
   std::vector<std::string> decode(const std::vector<NvjpegInput>& in,
                                   const std::vector<NvjpegPlan>& plan,
                                   const std::vector<uint8_t*>& out,

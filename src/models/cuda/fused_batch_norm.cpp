@@ -16,6 +16,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <tuple>
 #include <utility>
 
@@ -173,7 +174,8 @@ cudnnStatus_t backwardTraining(const ShapePlan& p, bool add, const torch::Tensor
 // probe results, which the lock guards.
 class ShapePlans {
  public:
-  // The plan for x's shape on its device, made on first sight.
+  // The plan for x's shape on its device, made on first sight (fuses()
+  // has made it before any fused call).
   ShapePlan& planFor(const torch::Tensor& x) {
     const auto key = keyOf(x);
     std::lock_guard<std::mutex> lock(mu_);
@@ -183,24 +185,41 @@ class ShapePlans {
   }
 
   // Whether cuDNN fuses x's shape with (add, eps): a forward and a backward
-  // at that shape, once (x read, every output scratch). Never probed inside
-  // a CUDA graph capture, which would record the probe into the graph: a
-  // case first met there runs unfused (the warm-up before a capture meets
-  // every shape the captured step has, so this is a defence, not a path).
-  bool fuses(ShapePlan& p, const torch::Tensor& x, bool add, double eps,
-             const torch::Tensor& weight) {
+  // at that shape, once (x read, every output scratch). Nothing of it —
+  // the plan's descriptors, the probe — is made inside a CUDA graph
+  // capture, which would record it into the graph: a case first met there
+  // runs unfused (the warm-up before a capture meets every shape the
+  // captured step has, so this is a defence, not a path). A shape whose
+  // descriptors cuDNN refuses runs unfused too.
+  bool fuses(const torch::Tensor& x, bool add, double eps, const torch::Tensor& weight) {
     std::lock_guard<std::mutex> lock(mu_);
-    auto& probed = p.probed;
+    const Key shape = keyOf(x);
+    if (unplannable_.count(shape)) return false;
+    auto it = plans_.find(shape);
     const auto key = std::make_pair(add, eps);
-    if (auto it = probed.find(key); it != probed.end()) return it->second == CUDNN_STATUS_SUCCESS;
+    if (it != plans_.end()) {
+      const auto& probed = it->second->probed;
+      if (auto p = probed.find(key); p != probed.end()) return p->second == CUDNN_STATUS_SUCCESS;
+    }
     if (c10::cuda::currentStreamCaptureStatusMayInitCtx() != c10::cuda::CaptureStatus::None) {
       log().warn("model.fused_bn: BatchNorm{}+ReLU at {} first met inside a CUDA graph capture; "
                  "it runs unfused there (a probe cannot be captured)",
                  add ? "+add" : "", shapeText(x));
       return false;
     }
+    if (it == plans_.end()) {
+      try {
+        it = plans_.emplace(shape, std::make_unique<ShapePlan>(x)).first;
+      } catch (const std::exception& e) {
+        unplannable_.insert(shape);
+        log().info("model.fused_bn: no cuDNN descriptors for {} ({}); those layers run unfused",
+                   shapeText(x), e.what());
+        return false;
+      }
+    }
+    ShapePlan& p = *it->second;
     const cudnnStatus_t st = probe(p, x, add, eps, weight);
-    probed.emplace(key, st);
+    p.probed.emplace(key, st);
     if (st != CUDNN_STATUS_SUCCESS) {
       log().info("model.fused_bn: cuDNN does not fuse BatchNorm{}+ReLU at {} (eps {}): {}; "
                  "those layers run unfused",
@@ -239,6 +258,7 @@ class ShapePlans {
 
   std::mutex mu_;
   std::map<Key, std::unique_ptr<ShapePlan>> plans_;
+  std::set<Key> unplannable_;  // shapes whose descriptors cuDNN refused
   int64_t fusedCases_ = 0;
 };
 
@@ -311,8 +331,7 @@ torch::Tensor batchNormRelu(torch::nn::BatchNorm2dImpl& bn, const torch::Tensor&
     return {};
   }
   const c10::cuda::CUDAGuard onDevice(x.device());
-  ShapePlans& plans = shapePlans();
-  if (!plans.fuses(plans.planFor(x), x, z.defined(), o.eps(), bn.weight)) return {};
+  if (!shapePlans().fuses(x, z.defined(), o.eps(), bn.weight)) return {};
   {
     // BatchNorm2d's own bookkeeping of a training forward.
     torch::NoGradGuard noGrad;

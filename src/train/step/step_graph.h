@@ -19,6 +19,8 @@
 
 #include <torch/torch.h>
 
+#include <atomic>
+#include <cstdint>
 #include <functional>
 #include <memory>
 
@@ -44,8 +46,12 @@ class StepGraph {
   bool captured() const;
   // One launch of the whole step on the current stream.
   void replay();
+  // Replays by every StepGraph of this process so far (what a test reads
+  // to know the captured step ran; 0 in the CPU build).
+  static int64_t replays() { return replaysInProcess().load(); }
 
  private:
+  static std::atomic<int64_t>& replaysInProcess();
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
