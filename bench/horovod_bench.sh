@@ -56,15 +56,7 @@ mkdir -p "$out"
 rm -f "$out/rows.jsonl"
 tcmalloc=$(ls /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 2>/dev/null || true)
 pypath=$PWD/build/python
-# OpenBLAS's kernels for this CPU on every side (torch_backend_bench.sh says why).
-if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
-  core=$(OPENBLAS_VERBOSE=2 /usr/bin/python3 -c 'import torch; torch.mm(torch.ones(8, 8), torch.ones(8, 8))' \
-           2>&1 | sed -n 's/^Core: //p' | head -1)
-  if [ "$core" = Prescott ]; then
-    if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
-    elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
-  fi
-fi
+. bench/openblas_coretype.sh  # OpenBLAS's kernels for this CPU, on every side
 blas=${OPENBLAS_CORETYPE:+OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE}
 
 record() {  # name case kind img_s

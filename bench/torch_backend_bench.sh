@@ -59,15 +59,7 @@ rm -f "$out/rows.jsonl"
 tcmalloc=$(ls /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 2>/dev/null || true)
 pypath=$PWD/build/python
 
-if [ -z "${OPENBLAS_CORETYPE:-}" ]; then
-  core=$(OPENBLAS_VERBOSE=2 /usr/bin/python3 -c 'import torch; torch.mm(torch.ones(8, 8), torch.ones(8, 8))' \
-           2>&1 | sed -n 's/^Core: //p' | head -1)
-  if [ "$core" = Prescott ]; then
-    if grep -qw avx512f /proc/cpuinfo; then export OPENBLAS_CORETYPE=SkylakeX
-    elif grep -qw avx2 /proc/cpuinfo; then export OPENBLAS_CORETYPE=Haswell; fi
-  fi
-fi
-echo "OpenBLAS kernels: ${OPENBLAS_CORETYPE:-as OpenBLAS detects them (${core:-unknown})}" >&2
+. bench/openblas_coretype.sh  # OpenBLAS's kernels for this CPU, on every side
 
 # row NAME LAYOUT BACKEND HOOK STEPS HIDDEN [EXTRA ARGS...]: runs it, appends a JSON row.
 row() {

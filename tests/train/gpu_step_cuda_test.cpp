@@ -40,6 +40,16 @@ Config gpuRun() {
   return c;
 }
 
+// One in-process rank's quiet run into `dir`, over an earlier one.
+TrainOptions quietRun(Communicator* comm, const std::string& dir) {
+  TrainOptions o;
+  o.comm = comm;
+  o.runDir = dir;
+  o.overwrite = true;
+  o.verbosity = Verbosity::kQuiet;
+  return o;
+}
+
 bool computeStreamStillBusy() {
   const c10::impl::VirtualGuardImpl impl(c10::DeviceType::CUDA);
   return !impl.queryStream(impl.getStream(torch::Device(torch::kCUDA, 0)));
@@ -53,11 +63,7 @@ TEST(GpuStep, AStepReturnsWhileTheComputeStreamIsStillBusy) {
     const std::string dir = ::testing::TempDir() + "/gpu_step_busy_" + precision;
     std::filesystem::remove_all(dir);
     auto comms = makeInProcessGroup(1);
-    TrainOptions o;
-    o.comm = comms[0].get();
-    o.runDir = dir;
-    o.overwrite = true;
-    o.verbosity = Verbosity::kQuiet;
+    const TrainOptions o = quietRun(comms[0].get(), dir);
     train_detail::RunRecorder recorder;
     auto jobs = seededJobs(1);
     const auto run = train_detail::setUpRun(c, o, jobs[0], recorder);
@@ -104,11 +110,7 @@ TEST(GpuStep, ARefusedStepIsSkippedAndCountedOneStepLate) {
   const std::string dir = ::testing::TempDir() + "/gpu_step_skip";
   std::filesystem::remove_all(dir);
   auto comms = makeInProcessGroup(1);
-  TrainOptions o;
-  o.comm = comms[0].get();
-  o.runDir = dir;
-  o.overwrite = true;
-  o.verbosity = Verbosity::kQuiet;
+  const TrainOptions o = quietRun(comms[0].get(), dir);
   auto jobs = seededJobs(1);
   const TrainResult r = train(c, o, jobs[0]);
   EXPECT_LT(r.lastLoss, r.firstLoss);
@@ -124,11 +126,7 @@ TEST(GpuStep, ARefusedStepIsSkippedAndCountedOneStepLate) {
 std::vector<torch::Tensor> trainedWeights(Config c, const std::string& dir) {
   std::filesystem::remove_all(dir);
   auto comms = makeInProcessGroup(1);
-  TrainOptions o;
-  o.comm = comms[0].get();
-  o.runDir = dir;
-  o.overwrite = true;
-  o.verbosity = Verbosity::kQuiet;
+  const TrainOptions o = quietRun(comms[0].get(), dir);
   auto jobs = seededJobs(1);
   train(c, o, jobs[0]);
   std::vector<torch::Tensor> out;
@@ -181,11 +179,7 @@ TEST(GpuStep, ACapturedResNet50WithFusedBatchNormTrainsToTheSameWeights) {
   const auto trained = [&](const std::string& dir) {
     std::filesystem::remove_all(dir);
     auto comms = makeInProcessGroup(1);
-    TrainOptions o;
-    o.comm = comms[0].get();
-    o.runDir = dir;
-    o.overwrite = true;
-    o.verbosity = Verbosity::kQuiet;
+    const TrainOptions o = quietRun(comms[0].get(), dir);
     TrainingJob job;
     train(c, o, job);
     return readStateDict(dir + "/model.pt");
