@@ -36,7 +36,8 @@
 # (comm.allreduce = auto), native_fp32.
 # Horovod's best is the fastest of its rows, named; every other row is
 # given against it. ROUNDS rounds (default 3), rows interleaved; medians.
-# CASES (default "big cnn"). A row that fails or passes LIMIT_S (default
+# CASES (default "big cnn"); ROWS (default all) names the rows to run, e.g.
+# ROWS="big_hvd_fp16_tuned big_ddp_bb_fp16 big_native_hier_fp16". A row that fails or passes LIMIT_S (default
 # 300 s) is shown as failed, its log in OUT_DIR.
 #
 #   bench/horovod_bench.sh [RATE] [CNN_RATE] [OUT_DIR]
@@ -48,6 +49,7 @@ out=${3:-runs/horovod_bench}
 limit=${LIMIT_S:-300}
 rounds=${ROUNDS:-3}
 cases=" ${CASES:-big cnn} "
+rows=" ${ROWS:-} "
 hvd_python=${HOROVOD_PYTHON:-$PWD/build-horovod/venv/bin/python}
 "$hvd_python" -c 'import horovod.torch' 2>/dev/null ||
   { echo "bench/horovod_bench.sh: no Horovod at $hvd_python; run bench/horovod_setup.sh first" >&2; exit 2; }
@@ -59,6 +61,9 @@ pypath=$PWD/build/python
 . bench/openblas_coretype.sh  # OpenBLAS's kernels for this CPU, on every side
 blas=${OPENBLAS_CORETYPE:+OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE}
 
+wanted() {  # name: in ROWS, or ROWS unset
+  [ -z "${ROWS:-}" ] || [[ $rows == *" $1 "* ]]
+}
 record() {  # name case kind img_s
   echo "{\"name\": \"$1\", \"case\": \"$2\", \"kind\": \"$3\", \"round\": $round, \"img_s\": $4}" >>"$out/rows.jsonl"
 }
@@ -72,6 +77,7 @@ cluster() {  # link -- command...
 }
 
 hvd_row() {  # name case link hidden steps compression env...
+  wanted "$1" || return 0
   local name=$1 kase=$2 link=$3 hidden=$4 steps=$5 compression=$6
   shift 6
   local log="$out/$name.round$round.log" img_s=null
@@ -86,6 +92,7 @@ hvd_row() {  # name case link hidden steps compression env...
 }
 
 ddp_row() {  # name case link hidden steps backend hook
+  wanted "$1" || return 0
   local name=$1 kase=$2 link=$3 hidden=$4 steps=$5 backend=$6 hook=$7
   local log="$out/$name.round$round.log" img_s=null
   if cluster "$link" env PYTHONPATH="$pypath" LD_PRELOAD="$tcmalloc" ${blas:+"$blas"} timeout "$limit" \
@@ -100,6 +107,7 @@ ddp_row() {  # name case link hidden steps backend hook
 }
 
 native_row() {  # name case link hidden steps sets...
+  wanted "$1" || return 0
   local name=$1 kase=$2 link=$3 hidden=$4 steps=$5
   shift 5
   local dir="$out/$name.round$round" img_s=null
