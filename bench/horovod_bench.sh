@@ -61,7 +61,9 @@ pypath=$PWD/build/python
 . bench/openblas_coretype.sh  # OpenBLAS's kernels for this CPU, on every side
 blas=${OPENBLAS_CORETYPE:+OPENBLAS_CORETYPE=$OPENBLAS_CORETYPE}
 
+seen=" "
 wanted() {  # name: in ROWS, or ROWS unset
+  seen+="$1 "
   [ -z "${ROWS:-}" ] || [[ $rows == *" $1 "* ]]
 }
 record() {  # name case kind img_s
@@ -148,6 +150,11 @@ for round in $(seq 1 "$rounds"); do
   fi
 done
 
+for name in ${ROWS:-}; do
+  [[ $seen == *" $name "* ]] ||
+    echo "bench/horovod_bench.sh: ROWS names '$name', not a row of CASES '${CASES:-big cnn}' (the rows: atop this script)" >&2
+done
+[ -s "$out/rows.jsonl" ] || { echo "bench/horovod_bench.sh: no row ran" >&2; exit 2; }
 /usr/bin/python3 - "$out/rows.jsonl" "$rate" "$cnn_rate" <<'EOF'
 import json, statistics, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]

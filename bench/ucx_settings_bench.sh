@@ -7,19 +7,26 @@
 # cell is the median over the rounds of that size's best algorithm (of auto,
 # ring, halving_doubling, recursive_doubling), and its ratio to MPI's.
 #
-# A VARIANT is LABEL or LABEL:VAR=VALUE[,VAR=VALUE...]. UCX_RNDV_THRESH=auto
-# is UCX's own default (bigbatch sets inf when the variable is unset).
-#   [ROUNDS=N] [RATE=10gbit] bench/ucx_settings_bench.sh [MIN] [MAX] [OUT_DIR] VARIANT...
+# A VARIANT is LABEL or "LABEL:VAR=VALUE [VAR=VALUE...]" (one argument;
+# LABEL letters, digits, _ and -, not "mpi"). UCX_RNDV_THRESH=auto is UCX's
+# own default (bigbatch sets RNDV_THRESH=inf when the variable is unset).
+#   [ROUNDS=N] [RATE=10gbit] bench/ucx_settings_bench.sh MIN MAX OUT_DIR VARIANT...
 # e.g. bench/ucx_settings_bench.sh 16K 64M runs/ucx_settings \
-#        ucx_default:UCX_RNDV_THRESH=auto bigbatch_default \
-#        seg64k:UCX_TCP_TX_SEG_SIZE=64k,UCX_TCP_RX_SEG_SIZE=64k
+#        ucx_default:UCX_RNDV_THRESH=auto bigbatch_eager \
+#        "seg64k:UCX_TCP_TX_SEG_SIZE=64k UCX_TCP_RX_SEG_SIZE=64k"
 set -euo pipefail
 cd "$(dirname "$0")/.."
-min=${1:-16K}
-max=${2:-64M}
-out=${3:-runs/ucx_settings}
-shift $(($# < 3 ? $# : 3))
-[ $# -gt 0 ] || { echo "ucx_settings_bench.sh: name at least one VARIANT (see the usage atop $0)" >&2; exit 2; }
+usage="usage: bench/ucx_settings_bench.sh MIN MAX OUT_DIR VARIANT... (see the comment atop it)"
+[ $# -ge 4 ] || { echo "$usage" >&2; exit 2; }
+min=$1 max=$2 out=$3
+shift 3
+labels=" "
+for variant in "$@"; do
+  label=${variant%%:*}
+  [[ $label =~ ^[A-Za-z0-9_-]+$ && $label != mpi && $labels != *" $label "* ]] ||
+    { echo "ucx_settings_bench.sh: variant label '$label': letters, digits, _ or -, not mpi, each once" >&2; exit 2; }
+  labels+="$label "
+done
 rounds=${ROUNDS:-3}
 rate=${RATE:-10gbit}
 scripts/build --target bigbatch >/dev/null
@@ -34,11 +41,14 @@ for round in $(seq 1 "$rounds"); do
     label=${variant%%:*}
     envs=(--env BIGBATCH_TRANSPORT=ucx)
     if [[ $variant == *:* ]]; then
-      IFS=, read -r -a sets <<<"${variant#*:}"
+      read -r -a sets <<<"${variant#*:}"
       for e in "${sets[@]}"; do envs+=(--env "$e"); done
     fi
     "${cluster[@]}" --launcher -- scripts/torchrun_hosts "${envs[@]}" --torchrun-arg --no_python -- \
-      "$PWD/build/apps/bigbatch" "${common[@]}" >"$out/${label}_$round.jsonl"
+      "$PWD/build/apps/bigbatch" "${common[@]}" >"$out/${label}_$round.jsonl" || {
+      rm -f "$out/${label}_$round.jsonl"
+      echo "ucx_settings_bench.sh: variant $label failed in round $round (its cells: the other rounds)" >&2
+    }
   done
 done
 

@@ -215,11 +215,14 @@ std::unique_ptr<UcxCommunicator> UcxCommunicator::connect(KeyValueStore& store, 
   ucp_config_t* config = nullptr;
   checkUcs(ucp_config_read(nullptr, nullptr, &config), "ucp_config_read");
   // Eager messages at every size, unless the user chose (UCX_RNDV_THRESH):
-  // over TCP, UCX's rendezvous costs a round trip per message, and its
-  // zero-copy eager path was faster for bigbatch's allreduces from 32 KiB to
-  // 64 MiB on the emulated 10 Gb/s link, and no slower through shared memory
-  // on one host (the collectives post their receives before they wait, so
-  // eager data lands in place). docs/BENCHMARKS.md, "Without MPI".
+  // over TCP, UCX's rendezvous costs a round trip per message, and eager
+  // sends made bigbatch's allreduces faster at every size measured, 16 KiB
+  // to 64 MiB, on the emulated 10 Gb/s link (docs/BENCHMARKS.md, "Without
+  // MPI"). The price: a message that arrives before its receive is posted
+  // is held whole in UCX's unexpected queue (rendezvous would hold only its
+  // header), and a send completes before the peer receives it. The
+  // collectives' messages are bounded by their tensors; docs/TORCH_BACKEND.md
+  // says how to get rendezvous back for large point-to-point transfers.
   ucs_status_t tuned = UCS_OK;
   if (std::getenv("UCX_RNDV_THRESH") == nullptr) {
     tuned = ucp_config_modify(config, "RNDV_THRESH", "inf");
