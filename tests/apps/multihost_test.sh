@@ -330,11 +330,17 @@ torchrun)
     { echo "FAIL: model.pt differs between torchrun on 2 hosts and mpirun on one"; exit 1; }
   echo "bigbatch train: torchrun on 2 hosts and --workers 2 on one: the same model.pt"
   example="$here/../../examples/torch_ddp/train.py"
+  # One OpenBLAS thread a rank on both sides (torch.set_num_threads does not
+  # reach OpenBLAS's own pool, which it sizes from the cores a rank may use:
+  # mpirun binds each of its 2 ranks to a core, torchrun's are unbound). With
+  # OpenBLAS's default pools the losses differed from step 2 in the 7th
+  # digit on a 2-core AMD EPYC guest (2026-12-07); with one thread on both
+  # sides they were equal.
   "$cluster" --hosts 2 --rate "$rate" --launcher -- "$here/../../scripts/torchrun_hosts" \
-    --env PYTHONPATH="$pypath" --env BIGBATCH_TRANSPORT=gloo -- \
+    --env PYTHONPATH="$pypath" --env BIGBATCH_TRANSPORT=gloo --env OPENBLAS_NUM_THREADS=1 -- \
     "$example" --backend bigbatch --steps 20 --log "$dir/ddp_hosts" \
     >"$dir/log3" 2>&1 || { echo "FAIL: the DDP example on 2 hosts failed"; cat "$dir/log3"; exit 1; }
-  mpirun --allow-run-as-root -np 2 -x PYTHONPATH="$pypath" /usr/bin/python3 "$example" \
+  mpirun --allow-run-as-root -np 2 -x PYTHONPATH="$pypath" -x OPENBLAS_NUM_THREADS=1 /usr/bin/python3 "$example" \
     --backend bigbatch --steps 20 --log "$dir/ddp_one" >"$dir/log4" 2>&1 ||
     { echo "FAIL: the DDP example under mpirun failed"; cat "$dir/log4"; exit 1; }
   [ "$(wc -l <"$dir/ddp_hosts")" = 20 ] && cmp "$dir/ddp_hosts" "$dir/ddp_one" ||
