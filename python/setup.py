@@ -11,7 +11,11 @@ interpreter and this torch), so the machine needs what scripts/setup
 installs (a compiler, CMake, Open MPI, the header libraries). Knobs (the
 environment): BIGBATCH_BUILD_DIR (default: build-python/<interpreter>-torch<version>
 beside this folder, kept between builds so a second install is quick),
-BIGBATCH_BUILD_JOBS (default: the cores), CMAKE_ARGS (more -D options).
+BIGBATCH_BUILD_JOBS (default: the cores), CMAKE_ARGS (more -D options),
+BIGBATCH_BUILD_CONFIGURED=1 (BIGBATCH_BUILD_DIR is a build already
+configured against this PyTorch, the project's own build/ say: the module is
+built there as configured, not reconfigured with this file's options, which
+would turn that build's tests off; the module must be for this torch).
 """
 import os
 import shutil
@@ -52,7 +56,13 @@ class CMakeBuild(build_ext):
         ] + os.environ.get("CMAKE_ARGS", "").split()
         if shutil.which("ninja"):
             configure += ["-G", "Ninja"] if not (build / "CMakeCache.txt").exists() else []
-        subprocess.run(configure, check=True)
+        if os.environ.get("BIGBATCH_BUILD_CONFIGURED") == "1":
+            if not (build / "CMakeCache.txt").exists():
+                sys.exit(f"bigbatch_torch: BIGBATCH_BUILD_CONFIGURED=1, but {build} is not a configured "
+                         "CMake build (no CMakeCache.txt): name one (scripts/build makes build/), "
+                         "or unset BIGBATCH_BUILD_CONFIGURED")
+        else:
+            subprocess.run(configure, check=True)
         subprocess.run(["cmake", "--build", str(build), "--target", "bigbatch_torch", "-j", jobs],
                        check=True)
         built = build / "python" / "bigbatch_torch"
@@ -60,6 +70,12 @@ class CMakeBuild(build_ext):
         if not modules:
             sys.exit(f"bigbatch_torch: CMake built no _C module in {built}: its configure step "
                      "says why (`bigbatch: the torch.distributed backend ... is not built: ...`)")
+        built_for = {}
+        exec((built / "_version.py").read_text(), built_for)
+        if built_for["torch_version"].split(".")[:2] != version.split(".")[:2]:
+            sys.exit(f"bigbatch_torch: {build} builds for PyTorch {built_for['torch_version']}, but "
+                     f"this environment has PyTorch {version}: build in a folder of its own "
+                     "(unset BIGBATCH_BUILD_DIR and BIGBATCH_BUILD_CONFIGURED)")
         target = Path(self.get_ext_fullpath(ext.name))
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(modules[-1], target)

@@ -7,15 +7,19 @@
 #      the installed torch_ddp example on 2 ranks; a package whose _C was
 #      built for another PyTorch is refused at import, naming both versions;
 #   2. `pip install --no-build-isolation REPO/python` into a fresh virtual
-#      environment (it builds bigbatch_torch against that environment's
-#      PyTorch — here Debian's, seen through --system-site-packages): the
-#      venv's interpreter imports it from its site-packages, at the same
-#      version, and runs the example on 2 ranks.
-#   install_test.sh BUILD_DIR PIP_BUILD_DIR
-# PIP_BUILD_DIR keeps pip's CMake build between runs of the test (the venv
-# and the install prefix are new each time).
+#      environment (PyTorch: Debian's, seen through --system-site-packages):
+#      the venv's interpreter imports it from its site-packages, at the same
+#      version, and runs the example on 2 ranks. pip builds the module in
+#      BUILD_DIR as it is configured (BIGBATCH_BUILD_CONFIGURED=1: for the
+#      same PyTorch, so nothing to compile), not in a folder of its own:
+#      that build compiled the backend's 66 translation units a second time
+#      in every CI run (513 s of compiling, ~4 min of 2 cores, on a 2-core
+#      Xeon guest, 2026-12-07). pip's configure-and-build path
+#      into a fresh folder is what scripts/setup-torch2 runs for PyTorch 2.x
+#      in every CI run; a BUILD_DIR that is not configured is refused.
+#   install_test.sh BUILD_DIR
 set -u
-build=$1 pipBuild=$2
+build=$1
 root=$(cd "$(dirname "$0")/../.." && pwd)
 dir=$(mktemp -d)
 fail() { echo "FAIL: $*"; for f in "$dir"/*.log; do [ -f "$f" ] && { echo "== $f"; tail -30 "$f"; }; done; exit 1; }
@@ -62,8 +66,14 @@ grep -q "ImportError: bigbatch_torch was built against PyTorch 9.9.0, but this i
 
 # 2. pip install into a fresh virtual environment
 $py -m venv --system-site-packages "$dir/venv" >"$dir/venv.log" 2>&1 || fail "python3 -m venv failed"
-BIGBATCH_BUILD_DIR=$pipBuild "$dir/venv/bin/pip" install --no-build-isolation --no-index "$root/python" \
-  >"$dir/pip.log" 2>&1 || fail "pip install --no-build-isolation $root/python failed"
+BIGBATCH_BUILD_DIR=$dir/none BIGBATCH_BUILD_CONFIGURED=1 "$dir/venv/bin/pip" install \
+  --no-build-isolation --no-index "$root/python" >"$dir/pip-none.log" 2>&1 &&
+  fail "pip install with BIGBATCH_BUILD_CONFIGURED=1 into a folder with no build passed"
+grep -q "BIGBATCH_BUILD_CONFIGURED=1, but $dir/none is not a configured CMake build" "$dir/pip-none.log" ||
+  fail "pip install into a folder with no build did not say so"
+"$dir/venv/bin/python" -c 'import bigbatch_torch' 2>/dev/null && fail "a refused pip install left a package"
+BIGBATCH_BUILD_DIR=$build BIGBATCH_BUILD_CONFIGURED=1 "$dir/venv/bin/pip" install --no-build-isolation \
+  --no-index "$root/python" >"$dir/pip.log" 2>&1 || fail "pip install --no-build-isolation $root/python failed"
 got=$("$dir/venv/bin/python" -c 'import bigbatch_torch as b; print(b.__version__, b.__file__)') ||
   fail "the pip-installed bigbatch_torch does not import"
 case $got in
