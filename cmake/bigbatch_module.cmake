@@ -16,30 +16,28 @@ function(bigbatch_module name)
   bigbatch_apply_flags(bigbatch_${name})
 endfunction()
 
-# bigbatch_test(NAME SOURCES... DEPS ... [LABELS ...] [ONE_PROCESS_SUITES ...]): a
-# GoogleTest binary registered with CTest, one CTest test per case. A suite
-# named in ONE_PROCESS_SUITES is one CTest test instead, all its cases in one
-# process: for a fixture whose SetUpTestSuite trains a run that every case
-# reads (one process per case would train it once per case).
+# bigbatch_test(NAME SOURCES... DEPS ... [LABELS ...]): a GoogleTest binary
+# registered with CTest, one CTest test per suite, named after it, its cases
+# in one process (cmake/gtest_suites.cmake says why). The suites are listed
+# when CTest starts (as gtest_discover_tests's PRE_TEST mode does), so a
+# rebuilt binary's new suites need no new configure.
 function(bigbatch_test name)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS;ONE_PROCESS_SUITES" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
-  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gtest_main bigbatch_malloc)
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} bigbatch_gtest_main GTest::gtest bigbatch_malloc)
   bigbatch_apply_flags(${name})
-  set(environment "BIGBATCH_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
-  set(filter "")
-  foreach(suite ${ARG_ONE_PROCESS_SUITES})
-    string(APPEND filter "${suite}.*:")
-    add_test(NAME ${suite} COMMAND ${name} --gtest_filter=${suite}.*)
-    set_tests_properties(${suite} PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "${environment}")
-  endforeach()
-  if(filter)
-    string(REGEX REPLACE ":$" "" filter "${filter}")
-    set(filter TEST_FILTER "-${filter}")
-  endif()
-  # Listing the tests starts the binary, which maps libtorch: on a machine
-  # whose page cache is cold (a fresh clone's first ctest) that alone has
-  # taken more than CMake's default 5 s.
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 120 ${filter}
-                       PROPERTIES LABELS "${ARG_LABELS}" ENVIRONMENT "${environment}")
+  set(suites_file "${CMAKE_CURRENT_BINARY_DIR}/${name}_suites.cmake")
+  set(include_file "${CMAKE_CURRENT_BINARY_DIR}/${name}_include.cmake")
+  file(GENERATE OUTPUT "${include_file}" CONTENT
+"set(BINARY [=[$<TARGET_FILE:${name}>]=])
+set(NAME [=[${name}]=])
+set(LABELS [=[${ARG_LABELS}]=])
+set(ENVIRONMENT [=[BIGBATCH_SOURCE_DIR=${PROJECT_SOURCE_DIR}]=])
+set(CTEST_OUT [=[${suites_file}]=])
+if(NOT EXISTS \"\${CTEST_OUT}\" OR NOT EXISTS \"\${BINARY}\" OR \"\${BINARY}\" IS_NEWER_THAN \"\${CTEST_OUT}\")
+  include([=[${PROJECT_SOURCE_DIR}/cmake/gtest_suites.cmake]=])
+endif()
+include(\"\${CTEST_OUT}\")
+")
+  set_property(DIRECTORY APPEND PROPERTY TEST_INCLUDE_FILES "${include_file}")
 endfunction()

@@ -41,9 +41,9 @@ class ShortRun : public ::testing::Test {
     c.set("train.epochs=3");
     c.set("train.target_accuracy=0.99");  // not reached: the run must go on and say so
     c.set("run.threads=2");
-    // CTest runs this suite as one test, every case in one process
-    // (ONE_PROCESS_SUITES in tests/train/CMakeLists.txt), so this run is
-    // trained once for all of them. One directory per process all the same:
+    // CTest runs each suite as one test, every case in one process
+    // (cmake/gtest_suites.cmake), so this run is trained once for all of
+    // them. One directory per process all the same:
     // a gtest filter may run the cases apart, possibly in parallel.
     dir_ = ::testing::TempDir() + "/short_run_" + std::to_string(::getpid());
     std::filesystem::remove_all(dir_);
