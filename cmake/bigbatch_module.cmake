@@ -20,7 +20,9 @@ endfunction()
 # registered with CTest, one CTest test per suite, named after it, its cases
 # in one process (cmake/gtest_suites.cmake says why). The suites are listed
 # when CTest starts (as gtest_discover_tests's PRE_TEST mode does), so a
-# rebuilt binary's new suites need no new configure.
+# rebuilt binary's new suites need no new configure. Suite names must be
+# unique across the binaries (CTest's test names): a parameterised suite's
+# instantiation prefix tells two binaries' apart.
 function(bigbatch_test name)
   cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;LABELS" ${ARGN})
   add_executable(${name} ${ARG_SOURCES})
@@ -34,8 +36,12 @@ set(NAME [=[${name}]=])
 set(LABELS [=[${ARG_LABELS}]=])
 set(ENVIRONMENT [=[BIGBATCH_SOURCE_DIR=${PROJECT_SOURCE_DIR}]=])
 set(CTEST_OUT [=[${suites_file}]=])
-if(NOT EXISTS \"\${CTEST_OUT}\" OR NOT EXISTS \"\${BINARY}\" OR \"\${BINARY}\" IS_NEWER_THAN \"\${CTEST_OUT}\")
-  include([=[${PROJECT_SOURCE_DIR}/cmake/gtest_suites.cmake]=])
+set(LISTER [=[${PROJECT_SOURCE_DIR}/cmake/gtest_suites.cmake]=])
+# Listed again when the binary, this file (labels, environment) or the
+# lister changed since the last list.
+if(NOT EXISTS \"\${CTEST_OUT}\" OR NOT EXISTS \"\${BINARY}\" OR \"\${BINARY}\" IS_NEWER_THAN \"\${CTEST_OUT}\"
+   OR \"\${CMAKE_CURRENT_LIST_FILE}\" IS_NEWER_THAN \"\${CTEST_OUT}\" OR \"\${LISTER}\" IS_NEWER_THAN \"\${CTEST_OUT}\")
+  include(\"\${LISTER}\")
 endif()
 include(\"\${CTEST_OUT}\")
 ")

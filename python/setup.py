@@ -15,7 +15,8 @@ BIGBATCH_BUILD_JOBS (default: the cores), CMAKE_ARGS (more -D options),
 BIGBATCH_BUILD_CONFIGURED=1 (BIGBATCH_BUILD_DIR is a build already
 configured against this PyTorch, the project's own build/ say: the module is
 built there as configured, not reconfigured with this file's options, which
-would turn that build's tests off; the module must be for this torch).
+would turn that build's tests off, nor with CMAKE_ARGS; the module must be
+for this torch).
 """
 import os
 import shutil

@@ -63,7 +63,7 @@ def main(work, out):
         m = re.search(r"(\d+)% tests passed, (\d+) tests failed out of (\d+)", open(test_log).read())
         if m:
             r["cuda_tests"] = {"failed": int(m.group(2)), "total": int(m.group(3))}
-            lines += ["", f"CUDA tests: {int(m.group(3)) - int(m.group(2))}/{m.group(3)} passed"]
+            lines += ["", f"CUDA test suites: {int(m.group(3)) - int(m.group(2))}/{m.group(3)} passed"]
         missing = re.search(r"cuda tests not built: (.*)", open(test_log).read())
         if missing:
             r.setdefault("cuda_tests", {})["not_built"] = missing.group(1).split()

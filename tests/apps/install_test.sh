@@ -14,9 +14,10 @@
 #      same PyTorch, so nothing to compile), not in a folder of its own:
 #      that build compiled the backend's 66 translation units a second time
 #      in every CI run (513 s of compiling, ~4 min of 2 cores, on a 2-core
-#      Xeon guest, 2026-12-07). pip's configure-and-build path
-#      into a fresh folder is what scripts/setup-torch2 runs for PyTorch 2.x
-#      in every CI run; a BUILD_DIR that is not configured is refused.
+#      Xeon guest, 2026-12-07). pip's configure-and-build path is what
+#      scripts/setup-torch2 runs for PyTorch 2.x in every CI run (in a
+#      folder of its own, build-torch2/build); a BUILD_DIR that is not
+#      configured is refused.
 #   install_test.sh BUILD_DIR
 set -u
 build=$1

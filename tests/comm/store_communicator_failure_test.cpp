@@ -193,7 +193,7 @@ TEST(GlooCommunicator, LoopbackAcrossHostsRefusedOnEveryRank) {
   }
 }
 
-BIGBATCH_INSTANTIATE_STORE_TRANSPORTS();
+BIGBATCH_INSTANTIATE_STORE_TRANSPORTS(TransportFailures);
 
 }  // namespace
 }  // namespace bigbatch

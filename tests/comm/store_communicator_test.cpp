@@ -239,7 +239,7 @@ TEST(ConnectOverStore, ASecondWorldInTheSameStoreMeetsAfresh) {
   }
 }
 
-BIGBATCH_INSTANTIATE_STORE_TRANSPORTS();
+BIGBATCH_INSTANTIATE_STORE_TRANSPORTS(Transports);
 
 }  // namespace
 }  // namespace bigbatch

@@ -94,9 +94,10 @@ inline void expectNoErrors(const std::vector<std::string>& errors) {
 }
 
 // Each TEST_P of StoreCommunicator on both transports; the test names end
-// in the transport's.
-#define BIGBATCH_INSTANTIATE_STORE_TRANSPORTS()                                               \
-  INSTANTIATE_TEST_SUITE_P(Transports, StoreCommunicator,                                     \
+// in the transport's. PREFIX differs per binary: CTest names a test after
+// its suite, PREFIX/StoreCommunicator (cmake/gtest_suites.cmake).
+#define BIGBATCH_INSTANTIATE_STORE_TRANSPORTS(PREFIX)                                         \
+  INSTANTIATE_TEST_SUITE_P(PREFIX, StoreCommunicator,                                         \
                            ::testing::Values(Transport{"gloo", connectGloo},                  \
                                              Transport{"ucx", connectUcx}),                   \
                            [](const ::testing::TestParamInfo<Transport>& info) {              \

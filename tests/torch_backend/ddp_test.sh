@@ -16,10 +16,10 @@
 #      hooks.powersgd: every loss finite, the last 20 steps' mean below the
 #      first 20's; bigbatch's fp16 hook within 1e-4 of PyTorch's over the
 #      first 5 steps (both round the bucket to fp16, in other places, and
-#      SGD amplifies the difference ~20x a step: 5e-5 apart at step 6 on one
-#      machine, 1.01e-4 on a 2-core Xeon guest, 2026-12-07, whose steps 2
-#      and 5 were 2.4e-7 and 5.2e-6 apart; 1e-2 by step 18. A wrong sum is
-#      off by the loss itself from step 2)
+#      SGD amplifies the difference, up to ~20x in one step: 5e-5 apart at
+#      step 6 on one machine, 1.01e-4 on a 2-core Xeon guest, 2026-12-07,
+#      whose steps 2 and 5 were 2.4e-7 and 5.2e-6 apart; 1e-2 by step 18.
+#      A wrong sum is off by the loss itself from step 2)
 #   3. bigbatch's PowerSGD state through a checkpoint: 30 steps, saved
 #      (model, optimizer, the hook's state on each rank), resumed in a new
 #      job for 30 more — the same losses, bit for bit, as 60 steps at once
