@@ -11,7 +11,7 @@
 # picks it; gtest's output names each failed case.
 #
 # Variables (set by the generated script): BINARY, NAME (the binary's
-# target), LABELS, ENVIRONMENT (a list), CTEST_OUT (the file to write).
+# target), LABELS, ENVIRONMENT (NAME=VALUE), CTEST_OUT (the file to write).
 if(NOT EXISTS "${BINARY}")
   file(WRITE "${CTEST_OUT}"
        "add_test([=[${NAME}_NOT_BUILT]=] [=[${NAME}_NOT_BUILT]=])\n"
