@@ -27,7 +27,10 @@ state (PowerSGD's error memory is each process's own) in PREFIX.<rank>, so a
 resumed run continues exactly. --bucket-view builds DDP with
 gradient_as_bucket_view=True: the gradients live in DDP's buckets, which
 saves two passes over the gradients a step, copying them into the buckets
-and back out (docs/TORCH_BACKEND.md).
+and back out (docs/TORCH_BACKEND.md). --compile (PyTorch 2.x) runs the
+training step's forward and backward through torch.compile (inductor);
+DDP's buckets are filled by the compiled backward (dynamo splits the graph
+at bucket boundaries).
 """
 import argparse
 import gzip
@@ -116,6 +119,7 @@ def main():
                    choices=["none", "torch_fp16", "torch_powersgd", "bigbatch_fp16", "bigbatch_powersgd"])
     p.add_argument("--bucket-view", action="store_true",
                    help="DDP's gradient_as_bucket_view=True (no gradient copies)")
+    p.add_argument("--compile", action="store_true", help="torch.compile the model (PyTorch 2.x)")
     p.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     p.add_argument("--epochs", type=int, default=1)
     p.add_argument("--steps", type=int, default=0, help="stop after this many steps (0: the epochs)")
@@ -127,6 +131,8 @@ def main():
     p.add_argument("--save", default="", help="checkpoint PREFIX.<rank> at the end")
     p.add_argument("--resume", default="", help="start from checkpoint PREFIX.<rank>")
     args = p.parse_args()
+    if args.compile and not hasattr(torch, "compile"):
+        p.error(f"--compile needs PyTorch 2.x (torch.compile); this is {torch.__version__}")
     torch.set_num_threads(args.threads)
 
     if args.backend == "bigbatch":
@@ -143,6 +149,8 @@ def main():
     torch.manual_seed(args.seed)
     model = DistributedDataParallel(Net(), gradient_as_bucket_view=args.bucket_view)
     hook_state = register_hook(model, args.hook)
+    # Compiled for training only; evaluate() runs the model uncompiled.
+    step_model = torch.compile(model) if args.compile else model
     optimizer = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=0.9)
     train = fashion_mnist(args.data, "train")
     sampler = DistributedSampler(train, num_replicas=world, rank=rank, shuffle=True, seed=args.seed)
@@ -165,7 +173,7 @@ def main():
         for i, (x, y) in enumerate(loader):
             if epoch == first_epoch and args.resume and i < step % len(loader):
                 continue  # the batches before the checkpoint
-            loss = F.cross_entropy(model(x), y)
+            loss = F.cross_entropy(step_model(x), y)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
@@ -195,6 +203,9 @@ def main():
             print(line, flush=True)
         if done:
             break
+    if args.compile and rank == 0:
+        graphs = torch._dynamo.utils.counters["stats"]["unique_graphs"]
+        print(f"torch.compile: {graphs} graph(s) compiled", flush=True)
     if args.save:
         torch.save({"model": model.module.state_dict(), "optimizer": optimizer.state_dict(),
                     "hook": hook_state.state_dict() if hook_state is not None else {},

@@ -7,8 +7,9 @@ their online tuning, the shared-memory phase on a host, its timeouts and
 heartbeat) through ``dist.init_process_group("bigbatch")`` — DDP, its comm
 hooks and ordinary collectives alike — and bigbatch's own codecs as DDP
 comm hooks (``bigbatch_torch.hooks``). Under mpirun the bytes move over
-MPI; under torchrun (or any env:// start) over Gloo's TCP transport, the
-ranks meeting through torch.distributed's store. docs/TORCH_BACKEND.md has
+MPI; under torchrun (or any env:// start) over UCX (or Gloo's transport,
+BIGBATCH_TRANSPORT=gloo), the ranks meeting through torch.distributed's
+store. docs/TORCH_BACKEND.md has
 the whole story.
 
 Under mpirun the import also sets what ``init_process_group``'s default
@@ -52,16 +53,22 @@ ProcessGroupBigbatch = _C.ProcessGroupBigbatch
 _TORCH_MAJOR = int(torch.__version__.split(".")[0])
 
 
-def _create(store, rank, size, timeout):
-    return _C.create(store, rank, size, timeout)
+def _create(opts, pg_options=None):
+    # c10d's extended creator API (1.13 and 2.x): besides the store, rank,
+    # size and timeout, the group's members by their ranks in the default
+    # group (empty for the default group), which an MPI launch needs to make
+    # the group's MPI communicator among its members alone.
+    return _C.create(opts.store, opts.group_rank, opts.group_size, opts.timeout,
+                     list(opts.global_ranks_in_group))
 
 
 if _TORCH_MAJOR >= 2:
     # CUDA tensors reach the backend too, which refuses them naming the fix
     # ("nccl", or "cpu:bigbatch,cuda:nccl"), rather than PyTorch's "no backend".
-    dist.Backend.register_backend("bigbatch", _create, devices=["cpu", "cuda"])
+    dist.Backend.register_backend("bigbatch", _create, extended_api=True,
+                                  devices=["cpu", "cuda"])
 else:
-    dist.Backend.register_backend("bigbatch", _create)
+    dist.Backend.register_backend("bigbatch", _create, extended_api=True)
 
 
 def backend_of(group=None):
@@ -124,6 +131,9 @@ def _env_rendezvous_through_mpi():
     handlers["env"] = env_or_mpi
 
 
+_RENDEZVOUS_STORES = []
+
+
 def _mpi_rendezvous(url, timeout=None, **kwargs):
     query = dict(urllib.parse.parse_qsl(urllib.parse.urlparse(url).query))
     rank = int(query.get("rank", os.environ.get("RANK", -1)))
@@ -133,6 +143,10 @@ def _mpi_rendezvous(url, timeout=None, **kwargs):
             "bigbatch's MPI rendezvous: no rank and world size (RANK, WORLD_SIZE); start the "
             "script with mpirun -np N")
     store = MpiRendezvousStore(size)
+    # Held here for the process's life: c10d keeps only the C++ side, and a
+    # Python store whose Python object is gone answers new_group's barrier
+    # (1.13) with "pure virtual function ::c10d::Store::add".
+    _RENDEZVOUS_STORES.append(store)
     yield (store, rank, size)
     raise RuntimeError("bigbatch's MPI rendezvous cannot be used twice in one process")
 

@@ -17,14 +17,18 @@ namespace bigbatch {
 namespace {
 
 constexpr int kErrorTag = 0x7fff;
+// group()'s meeting and MPI_Comm_create_group, on MPI_COMM_WORLD: no
+// process group's traffic is there (each has a communicator of its own).
+constexpr int kMeetTag = 0x7ffe;
+constexpr int kCreateTag = 0x7ffd;
 constexpr size_t kErrorMessageMax = 4096;
 
-void ensureMpiInitialised() {
+void ensureMpiInitialised(int required) {
   int initialised = 0;
   MPI_Initialized(&initialised);
   if (initialised) return;
   int provided = 0;
-  checkMpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), "MPI_Init_thread");
+  checkMpi(MPI_Init_thread(nullptr, nullptr, required, &provided), "MPI_Init_thread");
   BIGBATCH_REQUIRE(provided >= MPI_THREAD_SERIALIZED, Error,
                    "MPI provides thread level {}, bigbatch needs MPI_THREAD_SERIALIZED ({})",
                    provided, MPI_THREAD_SERIALIZED);
@@ -34,6 +38,76 @@ void ensureMpiInitialised() {
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
   });
+}
+
+// "[0, 1, 2, 3]", the first 16 ranks of a long list and how many more.
+std::string listRanks(const std::vector<int>& ranks) {
+  constexpr size_t kShown = 16;
+  std::string out = "[";
+  for (size_t i = 0; i < ranks.size() && i < kShown; ++i) {
+    out += (i ? ", " : "") + std::to_string(ranks[i]);
+  }
+  if (ranks.size() > kShown) out += fmt::format(", ... {} more", ranks.size() - kShown);
+  return out + "]";
+}
+
+// What group()'s members compare: the list's length and an FNV-1a hash of it.
+struct GroupSignature {
+  int64_t size;
+  uint64_t hash;
+};
+
+GroupSignature signatureOf(const std::vector<int>& ranks) {
+  uint64_t h = 1469598103934665603ull;
+  for (int r : ranks) {
+    h ^= static_cast<uint32_t>(r);
+    h *= 1099511628211ull;
+  }
+  return {static_cast<int64_t>(ranks.size()), h};
+}
+
+// A dissemination barrier among `ranks` on MPI_COMM_WORLD (round k: send to
+// the member 2^k ahead, receive from the one 2^k behind; ceil(log2 n)
+// rounds), each message carrying the sender's signature of the list. On a
+// missed deadline or a signature that differs, the requests still pending
+// are cancelled and the error names the member.
+void meetBeforeCreating(const std::vector<int>& ranks, int me, int64_t timeoutMs) {
+  const int n = static_cast<int>(ranks.size());
+  const GroupSignature mine = signatureOf(ranks);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs);
+  for (int distance = 1; distance < n; distance *= 2) {
+    const int to = ranks[(me + distance) % n];
+    const int from = ranks[(me - distance % n + n) % n];
+    GroupSignature theirs{};
+    MPI_Request reqs[2];
+    checkMpi(MPI_Irecv(&theirs, sizeof theirs, MPI_BYTE, from, kMeetTag, MPI_COMM_WORLD, &reqs[0]),
+             "MPI_Irecv");
+    checkMpi(MPI_Isend(&mine, sizeof mine, MPI_BYTE, to, kMeetTag, MPI_COMM_WORLD, &reqs[1]),
+             "MPI_Isend");
+    PeerWait idle;
+    int done = 0;
+    while (true) {
+      checkMpi(MPI_Testall(2, reqs, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
+      if (done) break;
+      if (std::chrono::steady_clock::now() > deadline) {
+        for (MPI_Request& r : reqs) {
+          if (r == MPI_REQUEST_NULL) continue;
+          MPI_Cancel(&r);
+          MPI_Request_free(&r);
+        }
+        BIGBATCH_THROW(TimeoutError,
+                       "making a process group of MPI ranks {}: rank {} did not join it within "
+                       "{} ms (it failed, hangs, or did not call new_group with these ranks)",
+                       listRanks(ranks), from, timeoutMs);
+      }
+      idle.idle();
+    }
+    BIGBATCH_REQUIRE(theirs.size == mine.size && theirs.hash == mine.hash, MismatchError,
+                     "making a process group of MPI ranks {}: rank {} makes a group of other "
+                     "ranks ({} of them) at the same time; every member must call new_group "
+                     "with the same ranks, in the same order of calls",
+                     listRanks(ranks), from, theirs.size);
+  }
 }
 
 class MpiRequest : public Request {
@@ -133,8 +207,21 @@ bool MpiCommunicator::launchedByMpi() {
   return false;
 }
 
-std::unique_ptr<MpiCommunicator> MpiCommunicator::world() {
-  ensureMpiInitialised();
+void MpiCommunicator::initialise(Threads threads) {
+  ensureMpiInitialised(threads == Threads::kMultiple ? MPI_THREAD_MULTIPLE
+                                                     : MPI_THREAD_SERIALIZED);
+}
+
+bool MpiCommunicator::threadsMultiple() {
+  int initialised = 0, provided = 0;
+  MPI_Initialized(&initialised);
+  if (!initialised) return false;
+  MPI_Query_thread(&provided);
+  return provided >= MPI_THREAD_MULTIPLE;
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::world(Threads threads) {
+  initialise(threads);
   auto comm = std::make_unique<MpiCommunicator>(MPI_COMM_WORLD, false);
   setErrorRank(comm->rank());
   return comm;
@@ -184,6 +271,38 @@ std::unique_ptr<Request> MpiCommunicator::irecvAny(void* data, size_t bytes, int
   checkMpi(MPI_Irecv(data, static_cast<int>(bytes), MPI_BYTE, MPI_ANY_SOURCE, tag, comm_, &req),
            "MPI_Irecv");
   return std::make_unique<MpiRequest>(this, req, bytes, MPI_ANY_SOURCE, tag, true);
+}
+
+std::unique_ptr<MpiCommunicator> MpiCommunicator::group(const std::vector<int>& worldRanks,
+                                                        int64_t timeoutMs) {
+  initialise(Threads::kMultiple);
+  int worldRank = 0, worldSize = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
+  MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
+  std::vector<int> sorted = worldRanks;
+  std::sort(sorted.begin(), sorted.end());
+  BIGBATCH_REQUIRE(!sorted.empty() && sorted.front() >= 0 && sorted.back() < worldSize &&
+                       std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(),
+                   InvalidArgument,
+                   "a process group of MPI ranks {}: each must be a distinct rank of the job's "
+                   "{}", listRanks(worldRanks), worldSize);
+  const auto at = std::find(worldRanks.begin(), worldRanks.end(), worldRank);
+  BIGBATCH_REQUIRE(at != worldRanks.end(), InvalidArgument,
+                   "a process group of MPI ranks {} made on rank {}, which is not one of them",
+                   listRanks(worldRanks), worldRank);
+  meetBeforeCreating(worldRanks, static_cast<int>(at - worldRanks.begin()), timeoutMs);
+  MPI_Group all = MPI_GROUP_NULL, members = MPI_GROUP_NULL;
+  checkMpi(MPI_Comm_group(MPI_COMM_WORLD, &all), "MPI_Comm_group");
+  checkMpi(MPI_Group_incl(all, static_cast<int>(worldRanks.size()), worldRanks.data(), &members),
+           "MPI_Group_incl");
+  MPI_Comm out = MPI_COMM_NULL;
+  const int rc = MPI_Comm_create_group(MPI_COMM_WORLD, members, kCreateTag, &out);
+  MPI_Group_free(&members);
+  MPI_Group_free(&all);
+  checkMpi(rc, "MPI_Comm_create_group");
+  auto c = std::make_unique<MpiCommunicator>(out, true);
+  c->setTimeoutMs(timeoutMs);
+  return c;
 }
 
 std::unique_ptr<Communicator> MpiCommunicator::split(int color, int key) {

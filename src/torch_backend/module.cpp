@@ -12,6 +12,7 @@
 
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "bigbatch/comm/c10d_store.h"
 #include "bigbatch/comm/mpi_communicator.h"
@@ -58,41 +59,72 @@ int rankInJob(int otherwise) {
   return *end == '\0' && r >= 0 ? static_cast<int>(r) : otherwise;
 }
 
+// Under an MPI launch (mpirun, srun) every group is an MPI communicator of
+// its own, made by its members alone (MpiCommunicator::group): the default
+// group of every rank (`globalRanks` empty), or new_group's ranks, which
+// c10d numbers as the default group does, and so MPI's world (the default
+// group's check below holds them to it). Its own communicator, not
+// MPI_COMM_WORLD, so that a group destroyed but still referenced (PyTorch
+// 2.x keeps references, as does a script's global DDP model) never shares
+// messages with the next. Each group's communication thread enters MPI at
+// once, so MPI runs MPI_THREAD_MULTIPLE (initialised by this module; an MPI
+// initialised earlier by another library at a lower level is named when a
+// second group would need it).
+std::unique_ptr<Communicator> mpiGroup(std::vector<int> globalRanks, int rank, int size,
+                                       bool first, std::chrono::milliseconds timeout) {
+  MpiCommunicator::initialise(MpiCommunicator::Threads::kMultiple);
+  int worldRank = 0, worldSize = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
+  MPI_Comm_size(MPI_COMM_WORLD, &worldSize);
+  if (globalRanks.empty()) {
+    BIGBATCH_REQUIRE(size == worldSize && rank == worldRank, InvalidArgument,
+                     "the process group is rank {} of {}, but MPI started this process as rank "
+                     "{} of {}: start the script with mpirun -np N and let bigbatch_torch set "
+                     "RANK and WORLD_SIZE (or set them to MPI's)",
+                     rank, size, worldRank, worldSize);
+    for (int r = 0; r < worldSize; ++r) globalRanks.push_back(r);
+  }
+  BIGBATCH_REQUIRE(static_cast<int>(globalRanks.size()) == size && rank >= 0 && rank < size &&
+                       globalRanks[rank] == worldRank,
+                   InvalidArgument,
+                   "a bigbatch process group of {} rank(s) whose rank {} is this process, but "
+                   "MPI started it as rank {}: under an MPI launch the default group's ranks "
+                   "must be MPI's",
+                   size, rank, worldRank);
+  BIGBATCH_REQUIRE(first || MpiCommunicator::threadsMultiple(), InvalidArgument,
+                   "a second bigbatch process group (new_group, a DeviceMesh) under an MPI "
+                   "launch, but MPI was initialised before bigbatch_torch, by another library "
+                   "(mpi4py?), without MPI_THREAD_MULTIPLE, which groups side by side need: "
+                   "import bigbatch_torch first, or ask that library for MPI_THREAD_MULTIPLE "
+                   "(mpi4py: its default)");
+  return MpiCommunicator::group(globalRanks, timeout.count());
+}
+
 c10::intrusive_ptr<ProcessGroupBigbatch> createGroup(
     const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
-    std::chrono::milliseconds timeout) {
+    std::chrono::milliseconds timeout, std::vector<int> globalRanks) {
   // A group after the first (new_group, a DeviceMesh's dimensions) is a
-  // world of its own over the store c10d prefixed for it: its own UCX (or
-  // Gloo) connections, shared memory and communication thread. Under MPI a
-  // second group would need MPI_THREAD_MULTIPLE (each group's thread enters
-  // MPI), so there it stays one group per process. A group shut down but
-  // still referenced (PyTorch 2.x keeps references, as does a script's
-  // global DDP model) still holds its communicator.
+  // world of its own: over MPI's launch an MPI communicator of its own
+  // (mpiGroup), otherwise over the store c10d prefixed for it, with its own
+  // UCX (or Gloo) connections; each with its own shared memory and
+  // communication thread.
   const bool first = ProcessGroupBigbatch::aliveGroups() == 0;
   const bool overMpi = MpiCommunicator::launchedByMpi();
-  BIGBATCH_REQUIRE(first || !overMpi || ProcessGroupBigbatch::liveGroups() > 0, InvalidArgument,
-                   "a new bigbatch process group while the last one, destroyed, is still "
-                   "referenced (a DDP model, a hook's state): under an MPI launch it still holds "
-                   "its communicator; drop what holds it first, or start the ranks with torchrun");
-  BIGBATCH_REQUIRE(first || !overMpi, InvalidArgument,
-                   "a second bigbatch process group under an MPI launch (new_group, a "
-                   "DeviceMesh): over MPI the bigbatch backend runs one group per process; start "
-                   "the ranks with torchrun for subgroups (each its own UCX world), or make the "
-                   "subgroup with backend \"gloo\"");
   // Errors name the process's rank in the job (RANK: torchrun's, or set
   // from MPI's by bigbatch_torch), not a subgroup's, whatever happens in
   // the connection below (the transports set it to the rank they are given).
   const int jobRank = rankInJob(first ? rank : errorRank());
+  setErrorRank(jobRank);
   struct RestoreRank {
     int rank;
     ~RestoreRank() { setErrorRank(rank); }
   } restore{jobRank};
-  // MPI's world under mpirun or srun; otherwise (torchrun, or any env://
-  // start) UCX or Gloo (BIGBATCH_TRANSPORT) over the store torch.distributed
-  // made (comm/world.h).
+  // MPI under mpirun or srun; otherwise (torchrun, or any env:// start) UCX
+  // or Gloo (BIGBATCH_TRANSPORT) over the store torch.distributed made
+  // (comm/world.h).
   std::unique_ptr<Communicator> world;
   if (overMpi) {
-    world = MpiCommunicator::world();
+    world = mpiGroup(std::move(globalRanks), rank, size, first, timeoutFor(timeout));
   } else {
     BIGBATCH_REQUIRE(store, InvalidArgument,
                      "the bigbatch backend was given no store and no MPI launch: start the ranks "
@@ -105,11 +137,6 @@ c10::intrusive_ptr<ProcessGroupBigbatch> createGroup(
     const std::unique_ptr<KeyValueStore> kv = wrapC10dStore(store, where);
     world = connectOverStore(*kv, rank, size, addr != nullptr ? addr : "", timeoutFor(timeout));
   }
-  BIGBATCH_REQUIRE(size == world->size(), InvalidArgument,
-                   "a bigbatch process group of {} rank(s) in a job of {}: under an MPI launch "
-                   "the bigbatch backend runs the default group of every rank; start the ranks "
-                   "with torchrun for subgroups, or make them with backend \"gloo\"",
-                   size, world->size());
   BackendOptions options;
   options.timeout = timeoutFor(timeout);
   if (const char* name = std::getenv("BIGBATCH_ALLREDUCE"); name != nullptr && *name != '\0') {
@@ -197,17 +224,22 @@ void bindProcessFunctions(py::module& m) {
   m.def(
       "create",
       [](const c10::intrusive_ptr<::c10d::Store>& store, int rank, int size,
-         std::chrono::milliseconds timeout) { return createGroup(store, rank, size, timeout); },
+         std::chrono::milliseconds timeout, std::vector<int> globalRanks) {
+        return createGroup(store, rank, size, timeout, std::move(globalRanks));
+      },
       py::arg("store"), py::arg("rank"), py::arg("size"), py::arg("timeout"),
-      "The backend's creator (torch.distributed.Backend.register_backend): the group over "
-      "MPI's world under an MPI launch, else over UCX or Gloo (BIGBATCH_TRANSPORT) "
-      "rendezvoused through `store` (torchrun, env://)");
+      py::arg("global_ranks") = std::vector<int>{},
+      "The backend's creator (torch.distributed.Backend.register_backend): under an MPI "
+      "launch an MPI communicator of `global_ranks` (the group's members' ranks in the "
+      "default group; empty: the default group itself, every rank), else over UCX or Gloo "
+      "(BIGBATCH_TRANSPORT) rendezvoused through `store` (torchrun, env://)");
   m.def("launched_by_mpi", &bigbatch::MpiCommunicator::launchedByMpi,
         "whether an MPI launcher (mpirun, or srun with PMI/PMIx) started this process");
   m.def(
       "mpi_rank_and_size",
       [] {
-        const std::unique_ptr<bigbatch::MpiCommunicator> world = bigbatch::MpiCommunicator::world();
+        const std::unique_ptr<bigbatch::MpiCommunicator> world =
+            bigbatch::MpiCommunicator::world(bigbatch::MpiCommunicator::Threads::kMultiple);
         return std::make_pair(world->rank(), world->size());
       },
       "this process's rank and the job's size from MPI (initialising it): for launchers that "

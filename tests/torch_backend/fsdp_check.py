@@ -10,7 +10,7 @@ fsdp_test.sh drives it under mpirun).
       this job's ranks (another count), CKPT loaded into it (DCP reshards),
       every parameter's full value equal to REF's, exactly
 
-  fsdp_check.py BACKEND hsdp LOG             4 ranks (torchrun): the same 10
+  fsdp_check.py BACKEND hsdp LOG             4 ranks (torchrun or mpirun): the same 10
       steps with HSDP, fully_shard on a 2 x 2 DeviceMesh (replicated across
       its first dimension, sharded along its second: two subgroups of 2 on
       each rank), each step's mean loss into LOG

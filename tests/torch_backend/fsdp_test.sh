@@ -10,8 +10,9 @@
 #   2. the 4-rank run's sharded state, saved with torch.distributed.checkpoint,
 #      loads into the model sharded over 2 ranks (DCP reshards), every
 #      parameter equal to the saved one exactly.
-#   3. HSDP on a 2 x 2 DeviceMesh (subgroups: under torchrun, the venv's),
-#      the same losses as gloo's HSDP within the same 2e-6.
+#   3. HSDP on a 2 x 2 DeviceMesh (subgroups), under the venv's torchrun
+#      (UCX worlds) and under mpirun (MPI communicators), the same losses as
+#      gloo's HSDP within the same 2e-6.
 #   fsdp_test.sh PYTHON
 set -u
 python=$1
@@ -53,4 +54,6 @@ grep "fsdp_check: load ok" "$dir/load.out"
 run_torchrun hsdp_gloo gloo hsdp "$dir/hsdp_gloo.log"
 run_torchrun hsdp bigbatch hsdp "$dir/hsdp.log"
 same_losses "HSDP on a 2 x 2 mesh" "$dir/hsdp_gloo.log" "$dir/hsdp.log"
+run hsdp_mpi 4 bigbatch hsdp "$dir/hsdp_mpi.log"
+same_losses "HSDP on a 2 x 2 mesh under mpirun" "$dir/hsdp_gloo.log" "$dir/hsdp_mpi.log"
 echo "fsdp_test: ok"

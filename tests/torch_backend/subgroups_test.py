@@ -1,8 +1,9 @@
 #!/usr/bin/python3
-"""Subgroups on the "bigbatch" backend (torchrun, 4 ranks):
+"""Subgroups on the "bigbatch" backend (4 ranks; torchrun or mpirun):
 
 - `new_group` pairs {0,1} and {2,3}, and {1,3}: each a bigbatch group of
-  its own (its own UCX world over the store c10d prefixed for it);
+  its own (under torchrun its own UCX world over the store c10d prefixed
+  for it; under mpirun an MPI communicator its members made alone);
   all_reduce, broadcast, all_gather and reduce_scatter in each, against
   the values computed directly, interleaved with the default group's
   collectives;
@@ -11,25 +12,34 @@
 - PyTorch 2.x: a 2 x 2 DeviceMesh on the CPU, an all_reduce along each
   dimension.
 
+Under mpirun no MASTER_ADDR is set: the groups need no store.
+
 `subgroups_test.py failure_kept` (torchrun, 4 ranks): an all_reduce of
 different sizes in the pair groups fails there, the script catches it and
 makes another group, which works; the process exits without destroying
 the groups — and the earlier failure still ends the job (exit status 1),
 not wiped by the later group.
 
-`subgroups_test.py refused` (mpirun): under an MPI launch the backend runs
-one group per process, and new_group says so, naming the fix.
+`subgroups_test.py missing` (mpirun, 3 ranks): rank 1 never calls
+new_group([0, 1]); rank 0's new_group raises within its timeout (3 s),
+naming rank 1, instead of hanging in MPI_Comm_create_group; then the
+default group (timeout 120 s, so rank 1 waits for rank 0) still works on
+every rank.
 
   torchrun --nproc_per_node 4 subgroups_test.py   (PYTHONPATH: the built bigbatch_torch)
+  mpirun -np 4 python3 subgroups_test.py
 """
 import os
 import sys
+import time
 import traceback
+from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
-os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
+if "OMPI_COMM_WORLD_SIZE" not in os.environ:
+    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
 import bigbatch_torch  # noqa: E402
 
 failures = []
@@ -42,20 +52,26 @@ def check(ok, what):
         print(f"[rank {RANK[0]}] FAIL: {what}", flush=True)
 
 
-def refused():
-    dist.init_process_group("bigbatch")
-    RANK[0] = dist.get_rank()
-    try:
-        dist.new_group([0, 1])
-        check(False, "new_group ran under mpirun")
-    except Exception as e:  # noqa: BLE001 (the creator's error, whatever c10d wraps it in)
-        check("start the ranks with torchrun for subgroups" in str(e), f"the refusal: {e}")
+def missing():
+    dist.init_process_group("bigbatch", timeout=timedelta(seconds=120))
+    rank = dist.get_rank()
+    RANK[0] = rank
+    if rank != 1:  # non-members (rank 2) return at once; rank 0 waits for rank 1
+        start = time.monotonic()
+        try:
+            dist.new_group([0, 1], timeout=timedelta(seconds=3))
+            check(rank != 0, "new_group([0, 1]) returned on rank 0 without rank 1")
+        except Exception as e:  # noqa: BLE001 (the creator's error, whatever c10d wraps it in)
+            took = time.monotonic() - start
+            check(rank == 0 and "rank 1 did not join it" in str(e) and took < 30,
+                  f"the refusal on rank {rank} after {took:.1f} s: {e}")
+            print(f"[rank {rank}] new_group raised after {took:.1f} s: {e}", flush=True)
     t = torch.ones(2)
     dist.all_reduce(t)  # the default group still works
     check(torch.equal(t, torch.full((2,), float(dist.get_world_size()))), "all_reduce after")
     dist.destroy_process_group()
     if not failures and RANK[0] == 0:
-        print("subgroups_test: refused ok", flush=True)
+        print("subgroups_test: missing ok", flush=True)
 
 
 def failure_kept():
@@ -104,8 +120,8 @@ def in_group(group, members, rank):
 
 
 def main():
-    if sys.argv[1:] == ["refused"]:
-        refused()
+    if sys.argv[1:] == ["missing"]:
+        missing()
         return
     if sys.argv[1:] == ["failure_kept"]:
         failure_kept()

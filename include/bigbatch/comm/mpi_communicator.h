@@ -1,13 +1,16 @@
 // MpiCommunicator: a Communicator over an MPI communicator (OpenMPI).
 //
-// MPI is initialised once per process with MPI_THREAD_SERIALIZED: any thread
+// bigbatch's trainer initialises MPI with MPI_THREAD_SERIALIZED: any thread
 // may call MPI, one at a time, and the caller serialises (Communicator's
 // contract). In training that is DistributedDataParallel's communication
 // thread, or the compute thread while that thread is idle; a failing run's
 // error notice (postError) is sent from the communication thread too
 // (DistributedDataParallel::postError), never beside a call in flight.
-// MPI_THREAD_MULTIPLE is not requested: it would lock every MPI call for the
-// sake of this one. Errors return codes (MPI_ERRORS_RETURN) that become
+// The torch.distributed backend asks for MPI_THREAD_MULTIPLE instead: each
+// of its process groups (new_group, a DeviceMesh's dimensions) is an MPI
+// communicator of its own (group()) with a communication thread of its own,
+// and those threads call MPI at once — each still one at a time on its own
+// communicator. Errors return codes (MPI_ERRORS_RETURN) that become
 // bigbatch errors carrying MPI's own error string. Waits poll MPI_Test
 // against the deadline and probe for error notices from peers, so a peer
 // that fails or stops answering ends the wait instead of hanging it.
@@ -16,8 +19,10 @@
 #include <mpi.h>
 
 #include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "bigbatch/comm/communicator.h"
 
@@ -25,8 +30,25 @@ namespace bigbatch {
 
 class MpiCommunicator : public Communicator {
  public:
-  // The world communicator; initialises MPI on first use.
-  static std::unique_ptr<MpiCommunicator> world();
+  // The thread support asked of MPI by the call that initialises it.
+  enum class Threads { kSerialized, kMultiple };
+  // Initialises MPI (once per process; a later call, or MPI initialised by
+  // another library first, keeps the level it got).
+  static void initialise(Threads threads);
+  // Whether MPI, initialised, lets several threads call it at once.
+  static bool threadsMultiple();
+  // The world communicator; initialises MPI on first use. Collective over
+  // MPI_COMM_WORLD.
+  static std::unique_ptr<MpiCommunicator> world(Threads threads = Threads::kSerialized);
+  // A communicator of the MPI_COMM_WORLD ranks `worldRanks` (this process
+  // among them; its rank there is its index in the list), made by those
+  // ranks alone (MPI_Comm_create_group), as c10d makes a group: the ranks
+  // outside it never hear of it. The members first meet in a deadline-aware
+  // barrier that compares the lists, so a member that never comes (or
+  // lists other ranks) is a TimeoutError (MismatchError) within `timeoutMs`
+  // instead of a hang. Initialises MPI (kMultiple) on first use.
+  static std::unique_ptr<MpiCommunicator> group(const std::vector<int>& worldRanks,
+                                                int64_t timeoutMs);
   // True when this process was started by mpirun (or another MPI launcher).
   static bool launchedByMpi();
 
