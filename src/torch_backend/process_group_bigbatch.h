@@ -180,12 +180,12 @@ class ProcessGroupBigbatch : public BackendBase {
   // the heartbeat's pulse would write shared memory the exit's teardown
   // (MPI_Finalize) unmaps. A collective called afterwards raises.
   static void shutdownAll();
-  // PyTorch 2.x's destroy_process_group calls it (c10d::Backend::shutdown;
-  // 1.13 has none): the group finishes what is queued and stops, as when
-  // its last reference goes — 2.x keeps references past
+  // PyTorch 2.7+'s destroy_process_group calls it (c10d::Backend::shutdown;
+  // 1.13 and 2.1-2.6 have none): the group finishes what is queued and
+  // stops, as when its last reference goes — 2.x keeps references past
   // destroy_process_group. A collective afterwards raises. Also from inside
   // one of the group's own future callbacks.
-#if TORCH_VERSION_MAJOR >= 2
+#if BIGBATCH_TORCH_HAS_BACKEND_SHUTDOWN
   void shutdown() override;
 #else
   void shutdown();

@@ -20,6 +20,11 @@
 
 namespace bigbatch::torch_backend {
 
+// c10d::Backend::shutdown(), which destroy_process_group calls: PyTorch
+// 2.7 and later (2.1-2.6 stop a group when its last reference goes).
+#define BIGBATCH_TORCH_HAS_BACKEND_SHUTDOWN \
+  (TORCH_VERSION_MAJOR > 2 || (TORCH_VERSION_MAJOR == 2 && TORCH_VERSION_MINOR >= 7))
+
 #if TORCH_VERSION_MAJOR >= 2
 using BackendBase = ::c10d::Backend;
 // The Python class a backend object derives from, in torch._C._distributed_c10d.

@@ -15,7 +15,7 @@ dir=$(mktemp -d)
 trap 'rm -rf "$dir"' EXIT
 fail() { echo "FAIL: $*"; for f in "$dir"/*.out; do echo "== $f"; tail -30 "$f"; done; exit 1; }
 run() {  # run BACKEND: 8 compiled steps; the losses in BACKEND.log
-  MASTER_PORT=$((29600 + RANDOM % 300)) timeout -k 5 400 mpirun --allow-run-as-root \
+  MASTER_PORT=$((29600 + RANDOM % 300)) timeout -k 5 240 mpirun --allow-run-as-root \
     --oversubscribe -np 2 "$python" "$train" --compile --steps 8 --backend "$1" \
     --log "$dir/$1.log" >"$dir/$1.out" 2>&1 || fail "$1 exited non-zero"
   grep -Eq "torch.compile: [1-9][0-9]* graph\(s\) compiled" "$dir/$1.out" ||
