@@ -30,6 +30,14 @@ name bigbatch's own hooks: `bb_fp16`, `bb_bf16` (bigbatch_torch.hooks.fp16 /
 bf16) and `bb_powersgd` (hooks.powersgd with rank `--powersgd-rank`, start
 `--powersgd-start`, factors in `--powersgd-wire`).
 
+`--fsdp` (PyTorch 2.x) shards the model with FSDP2 instead of DDP:
+`fully_shard` on each of the model's top-level layers that hold parameters,
+then on the whole model (as torchtitan wraps a model's blocks), so each
+layer's parameters are all-gathered before its forward and backward and
+its gradients reduce-scattered after; `--hook` must be none, and the model
+stays in the default memory format (FSDP2 refuses non-contiguous
+parameters).
+
 `--hidden H` adds bigbatch's `model.hidden` layer to the cnn (350000: ResNet-50's
 25.6 M gradient values for little compute). `--mpi` takes rank and world size
 from mpirun (OpenMPI's OMPI_COMM_WORLD_*) instead of spawning, for ranks on
@@ -152,17 +160,26 @@ def worker(rank, args, port, master="127.0.0.1"):
     dist.init_process_group(args.backend, rank=rank, world_size=args.ranks)
     torch.manual_seed(1)
     model = (Cnn(hidden=args.hidden) if args.model == "cnn" else ResNet())
-    model = model.to(memory_format=torch.channels_last)
-    ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb,
-                                              gradient_as_bucket_view=args.bucket_view)
-    register_hook(ddp, args)
+    # FSDP2 refuses non-contiguous parameters: channels-last for DDP only.
+    layout = torch.contiguous_format if args.fsdp else torch.channels_last
+    model = model.to(memory_format=layout)
+    if args.fsdp:
+        from torch.distributed.fsdp import fully_shard
+        for layer in model.children():
+            if any(True for _ in layer.parameters()):
+                fully_shard(layer)
+        ddp = fully_shard(model)
+    else:
+        ddp = nn.parallel.DistributedDataParallel(model, bucket_cap_mb=args.bucket_mb,
+                                                  gradient_as_bucket_view=args.bucket_view)
+        register_hook(ddp, args)
     decay = [p for p in model.parameters() if p.dim() > 1]
     no_decay = [p for p in model.parameters() if p.dim() <= 1]
     opt = torch.optim.SGD([{"params": decay, "weight_decay": 5e-4},
                            {"params": no_decay, "weight_decay": 0.0}],
                           lr=0.05, momentum=0.9, nesterov=True)
     g = torch.Generator().manual_seed(rank)
-    x = torch.rand(args.batch, 1, 28, 28, generator=g).contiguous(memory_format=torch.channels_last)
+    x = torch.rand(args.batch, 1, 28, 28, generator=g).contiguous(memory_format=layout)
     y = torch.randint(0, 10, (args.batch,), generator=g)
     phases = []  # --phase-times: this thread's CPU seconds per timed step
     for step in range(args.warmup + args.steps):
@@ -189,14 +206,16 @@ def worker(rank, args, port, master="127.0.0.1"):
     dist.all_reduce(seconds, op=dist.ReduceOp.MAX)
     if rank == 0:
         imgs = args.steps * args.batch * args.ranks
-        print(json.dumps({"system": f"pytorch_ddp_{args.backend}", "model": args.model, "ranks": args.ranks,
+        kind = "fsdp2" if args.fsdp else "ddp"
+        print(json.dumps({"system": f"pytorch_{kind}_{args.backend}", "model": args.model, "ranks": args.ranks,
                           "batch_per_rank": args.batch, "threads": args.threads,
                           "hidden": args.hidden, "bucket_mb": args.bucket_mb,
                           "bucket_view": args.bucket_view,
                           "hook": args.hook, "openblas_pools_set": len(blas_pools),
                           "steps": args.steps, "seconds": seconds.item(),
                           "img_s": imgs / seconds.item(),
-                          "parameters": sum(p.numel() for p in model.parameters())}), flush=True)
+                          "parameters": sum(p.numel() for p in model.parameters()),
+                          "torch": torch.__version__}), flush=True)
     dist.destroy_process_group()
 
 
@@ -228,6 +247,8 @@ def main():
                    help="start_powerSGD_iter (PyTorch requires > 1 with error feedback)")
     p.add_argument("--powersgd-wire", choices=["fp32", "fp16", "bf16"], default="fp32",
                    help="bb_powersgd: the factors' type on the wire")
+    p.add_argument("--fsdp", action="store_true",
+                   help="FSDP2 (fully_shard per layer and the model; PyTorch 2.x) instead of DDP")
     p.add_argument("--mpi", action="store_true")
     p.add_argument("--master", default="")
     p.add_argument("--ifname", default="eth0")
@@ -235,6 +256,14 @@ def main():
     args = p.parse_args()
     if (args.backend == "bigbatch" or args.hook.startswith("bb_")) and not args.mpi:
         p.error("--backend bigbatch and the bb_ hooks run under mpirun: add --mpi")
+    if args.fsdp:
+        try:
+            from torch.distributed.fsdp import fully_shard  # noqa: F401
+        except ImportError:
+            p.error(f"--fsdp needs FSDP2 (torch.distributed.fsdp.fully_shard, PyTorch 2.6+); "
+                    f"this is PyTorch {torch.__version__}")
+        if args.hook != "none":
+            p.error("--fsdp takes no --hook (FSDP2 has no communication hooks)")
     if args.hook.startswith("bb_") and args.backend != "bigbatch":
         p.error(f"--hook {args.hook} is bigbatch's: add --backend bigbatch")
     if args.mpi:

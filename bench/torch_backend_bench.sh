@@ -15,8 +15,10 @@
 #   2x1   2 emulated hosts x 1 rank at RATE (default 1gbit), the CNN with
 #         model hidden 350000 (26.3 M parameters, 105 MB of gradients):
 #         gloo none, fp16, powersgd | bigbatch none, bb_fp16,
-#         bb_powersgd (rank 4, fp32 factors: bigbatch's default) and
-#         bb_powersgd_r2_fp16 (rank 2, fp16 factors)
+#         bb_powersgd (rank 4, fp32 factors: bigbatch's default),
+#         bb_powersgd_r2_fp16 (rank 2, fp16 factors) and powersgd
+#         (PyTorch's own powerSGD_hook over bigbatch: the control that
+#         separates the backend's gain from the codec's)
 #   2x2   2 emulated hosts x 2 ranks at RATE, the same model:
 #         gloo none, fp16, powersgd | bigbatch none, bb_fp16
 # Rows named *_view build DDP with gradient_as_bucket_view=True (the
@@ -104,6 +106,9 @@ for round in $(seq 1 "$rounds"); do
   row 2x1_gloo_none_view 2x1 gloo none 15 350000 "$view"
   row 2x1_gloo_fp16_view 2x1 gloo fp16 15 350000 "$view"
   for hook in none bb_fp16 bb_powersgd; do row "2x1_bigbatch_$hook" 2x1 bigbatch "$hook" 15 350000; done
+  # The control: PyTorch's own powerSGD_hook over bigbatch (what the
+  # backend gives a codec not its own; gloo's aborts on this model).
+  row 2x1_bigbatch_powersgd 2x1 bigbatch powersgd 15 350000
   row 2x1_bigbatch_bb_powersgd_view 2x1 bigbatch bb_powersgd 15 350000 "$view"
   row 2x1_bigbatch_bb_powersgd_r2_fp16 2x1 bigbatch bb_powersgd 15 350000 \
     --powersgd-rank 2 --powersgd-wire fp16
