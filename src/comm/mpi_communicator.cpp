@@ -17,10 +17,15 @@ namespace bigbatch {
 namespace {
 
 constexpr int kErrorTag = 0x7fff;
-// group()'s meeting and MPI_Comm_create_group, on MPI_COMM_WORLD: no
-// process group's traffic is there (each has a communicator of its own).
-constexpr int kMeetTag = 0x7ffe;
-constexpr int kCreateTag = 0x7ffd;
+// group()'s meeting and MPI_Comm_create_group, on MPI_COMM_WORLD: tags
+// no other code uses (Communicator's barrier and split take 0x7ffe and
+// 0x7ffd, and a world() communicator is MPI_COMM_WORLD itself).
+constexpr int kMeetTag = 0x7e60;
+constexpr int kCreateTag = 0x7e61;
+
+// The thread level MPI gave, and whether bigbatch initialised it (-1: not
+// initialised by bigbatch, or not yet).
+int providedHere = -1;
 constexpr size_t kErrorMessageMax = 4096;
 
 void ensureMpiInitialised(int required) {
@@ -29,6 +34,7 @@ void ensureMpiInitialised(int required) {
   if (initialised) return;
   int provided = 0;
   checkMpi(MPI_Init_thread(nullptr, nullptr, required, &provided), "MPI_Init_thread");
+  providedHere = provided;
   BIGBATCH_REQUIRE(provided >= MPI_THREAD_SERIALIZED, Error,
                    "MPI provides thread level {}, bigbatch needs MPI_THREAD_SERIALIZED ({})",
                    provided, MPI_THREAD_SERIALIZED);
@@ -90,15 +96,19 @@ void meetBeforeCreating(const std::vector<int>& ranks, int me, int64_t timeoutMs
       checkMpi(MPI_Testall(2, reqs, &done, MPI_STATUSES_IGNORE), "MPI_Testall");
       if (done) break;
       if (std::chrono::steady_clock::now() > deadline) {
+        // Cancelled and completed before this frame (their buffers) goes:
+        // a receive matched meanwhile finishes writing first.
         for (MPI_Request& r : reqs) {
           if (r == MPI_REQUEST_NULL) continue;
           MPI_Cancel(&r);
-          MPI_Request_free(&r);
+          MPI_Wait(&r, MPI_STATUS_IGNORE);
         }
+        const int round = __builtin_ctz(static_cast<unsigned>(distance)) + 1;
         BIGBATCH_THROW(TimeoutError,
-                       "making a process group of MPI ranks {}: rank {} did not join it within "
-                       "{} ms (it failed, hangs, or did not call new_group with these ranks)",
-                       listRanks(ranks), from, timeoutMs);
+                       "making a process group of MPI ranks {}: no word from rank {} in round {} "
+                       "of the members' barrier within {} ms (rank {}, or a member it waits for, "
+                       "did not call new_group with these ranks, failed or hangs)",
+                       listRanks(ranks), from, round, timeoutMs, from);
       }
       idle.idle();
     }
@@ -212,13 +222,14 @@ void MpiCommunicator::initialise(Threads threads) {
                                                      : MPI_THREAD_SERIALIZED);
 }
 
-bool MpiCommunicator::threadsMultiple() {
-  int initialised = 0, provided = 0;
+int MpiCommunicator::threadLevel() {
+  int initialised = 0, provided = -1;
   MPI_Initialized(&initialised);
-  if (!initialised) return false;
-  MPI_Query_thread(&provided);
-  return provided >= MPI_THREAD_MULTIPLE;
+  if (initialised) MPI_Query_thread(&provided);
+  return provided;
 }
+
+bool MpiCommunicator::initialisedByBigbatch() { return providedHere >= 0; }
 
 std::unique_ptr<MpiCommunicator> MpiCommunicator::world(Threads threads) {
   initialise(threads);
@@ -293,14 +304,20 @@ std::unique_ptr<MpiCommunicator> MpiCommunicator::group(const std::vector<int>& 
   meetBeforeCreating(worldRanks, static_cast<int>(at - worldRanks.begin()), timeoutMs);
   MPI_Group all = MPI_GROUP_NULL, members = MPI_GROUP_NULL;
   checkMpi(MPI_Comm_group(MPI_COMM_WORLD, &all), "MPI_Comm_group");
-  checkMpi(MPI_Group_incl(all, static_cast<int>(worldRanks.size()), worldRanks.data(), &members),
-           "MPI_Group_incl");
-  MPI_Comm out = MPI_COMM_NULL;
-  const int rc = MPI_Comm_create_group(MPI_COMM_WORLD, members, kCreateTag, &out);
-  MPI_Group_free(&members);
+  int rc = MPI_Group_incl(all, static_cast<int>(worldRanks.size()), worldRanks.data(), &members);
   MPI_Group_free(&all);
+  checkMpi(rc, "MPI_Group_incl");
+  MPI_Comm out = MPI_COMM_NULL;
+  rc = MPI_Comm_create_group(MPI_COMM_WORLD, members, kCreateTag, &out);
+  MPI_Group_free(&members);
   checkMpi(rc, "MPI_Comm_create_group");
-  auto c = std::make_unique<MpiCommunicator>(out, true);
+  std::unique_ptr<MpiCommunicator> c;
+  try {
+    c = std::make_unique<MpiCommunicator>(out, true);
+  } catch (...) {
+    MPI_Comm_free(&out);
+    throw;
+  }
   c->setTimeoutMs(timeoutMs);
   return c;
 }
@@ -384,7 +401,7 @@ void MpiCommunicator::postError(const std::string& message) {
   // destroyed — a static made after MPI_Init would be destroyed before
   // MPI_Finalize, which runs from the atexit handler registered then and may
   // still read them. The mutex only guards the deque: MPI itself is entered
-  // by one thread at a time (the caller serialises).
+  // by one thread at a time on this communicator (the caller serialises).
   static std::mutex mutex;
   static auto* keepAlive = new std::deque<std::string>;
   std::lock_guard<std::mutex> lock(mutex);

@@ -67,9 +67,10 @@ int rankInJob(int otherwise) {
 // MPI_COMM_WORLD, so that a group destroyed but still referenced (PyTorch
 // 2.x keeps references, as does a script's global DDP model) never shares
 // messages with the next. Each group's communication thread enters MPI at
-// once, so MPI runs MPI_THREAD_MULTIPLE (initialised by this module; an MPI
-// initialised earlier by another library at a lower level is named when a
-// second group would need it).
+// once, so MPI runs MPI_THREAD_MULTIPLE (initialised by this module's first
+// group, or at import where the launch sets no OMPI_COMM_WORLD_* variables;
+// a lower level, from the MPI or from a library that initialised MPI
+// first, is named when a group would need more).
 std::unique_ptr<Communicator> mpiGroup(std::vector<int> globalRanks, int rank, int size,
                                        bool first, std::chrono::milliseconds timeout) {
   MpiCommunicator::initialise(MpiCommunicator::Threads::kMultiple);
@@ -91,13 +92,37 @@ std::unique_ptr<Communicator> mpiGroup(std::vector<int> globalRanks, int rank, i
                    "MPI started it as rank {}: under an MPI launch the default group's ranks "
                    "must be MPI's",
                    size, rank, worldRank);
-  BIGBATCH_REQUIRE(first || MpiCommunicator::threadsMultiple(), InvalidArgument,
-                   "a second bigbatch process group (new_group, a DeviceMesh) under an MPI "
-                   "launch, but MPI was initialised before bigbatch_torch, by another library "
-                   "(mpi4py?), without MPI_THREAD_MULTIPLE, which groups side by side need: "
-                   "import bigbatch_torch first, or ask that library for MPI_THREAD_MULTIPLE "
-                   "(mpi4py: its default)");
-  return MpiCommunicator::group(globalRanks, timeout.count());
+  // The thread level MPI gave: bigbatch asked MPI_THREAD_MULTIPLE, but an
+  // MPI without it, or another library that initialised MPI first, may give
+  // less. One group calls MPI from its communication thread and the
+  // caller's (SERIALIZED); groups side by side, at once (MULTIPLE).
+  const int level = MpiCommunicator::threadLevel();
+  const int needed = first ? MPI_THREAD_SERIALIZED : MPI_THREAD_MULTIPLE;
+  const char* neededName = first ? "MPI_THREAD_SERIALIZED" : "MPI_THREAD_MULTIPLE";
+  const char* what = first ? "a bigbatch process group" : "a second bigbatch process group "
+                                                          "(new_group, a DeviceMesh)";
+  BIGBATCH_REQUIRE(level >= needed || !MpiCommunicator::initialisedByBigbatch(), InvalidArgument,
+                   "{} under an MPI launch needs {}, but this MPI provides only thread level "
+                   "{}: use an MPI built with thread support (Open MPI's default), or start the "
+                   "ranks with torchrun",
+                   what, neededName, level);
+  BIGBATCH_REQUIRE(level >= needed, InvalidArgument,
+                   "{} under an MPI launch needs {}, but MPI was initialised before the first "
+                   "bigbatch group, by another library (mpi4py, or the script's own MPI_Init), "
+                   "at thread level {}: call init_process_group(\"bigbatch\") before that "
+                   "library initialises MPI, or have it ask for MPI_THREAD_MULTIPLE (mpi4py's "
+                   "default)",
+                   what, neededName, level);
+  try {
+    return MpiCommunicator::group(globalRanks, timeout.count());
+  } catch (const std::exception& e) {
+    // The members disagree or one is missing: a member that comes late may
+    // pass its meeting on the others' messages and wait in
+    // MPI_Comm_create_group for ever. The process's failure, so the job
+    // ends (MPI_Abort) at exit even if the script catches this.
+    ProcessGroupBigbatch::recordProcessFailure(e.what());
+    throw;
+  }
 }
 
 c10::intrusive_ptr<ProcessGroupBigbatch> createGroup(
@@ -124,6 +149,9 @@ c10::intrusive_ptr<ProcessGroupBigbatch> createGroup(
   // (comm/world.h).
   std::unique_ptr<Communicator> world;
   if (overMpi) {
+    // The members' meeting may wait up to the timeout: without the GIL, so
+    // other groups' future callbacks run meanwhile (it touches no Python).
+    py::gil_scoped_release release;
     world = mpiGroup(std::move(globalRanks), rank, size, first, timeoutFor(timeout));
   } else {
     BIGBATCH_REQUIRE(store, InvalidArgument,

@@ -123,6 +123,11 @@ ProcessGroupBigbatch::ProcessGroupBigbatch(std::unique_ptr<Communicator> comm, i
 
 int ProcessGroupBigbatch::liveGroups() { return live.load(); }
 
+void ProcessGroupBigbatch::recordProcessFailure(const std::string& what) {
+  const std::lock_guard<std::mutex> lock(failureMutex);
+  if (failure.empty()) failure = what;
+}
+
 int ProcessGroupBigbatch::aliveGroups() { return alive.load(); }
 
 std::string ProcessGroupBigbatch::processFailure() {

@@ -167,6 +167,10 @@ class ProcessGroupBigbatch : public BackendBase {
   // The first failure of any group of this process ("": none). Its peers
   // may be gone: the process must end the job (MPI_Abort), not finalize MPI.
   static std::string processFailure();
+  // Makes `what` the process's failure (the first is kept) though no group
+  // broke: a group that could not be made, whose members may be left
+  // waiting.
+  static void recordProcessFailure(const std::string& what);
   // Called around a blocking join in the destructor (the Python module
   // releases the GIL there: a future's callback may be waiting for it).
   static void setJoinGuard(std::function<void(const std::function<void()>&)> guard);

@@ -21,10 +21,15 @@ the groups — and the earlier failure still ends the job (exit status 1),
 not wiped by the later group.
 
 `subgroups_test.py missing` (mpirun, 3 ranks): rank 1 never calls
-new_group([0, 1]); rank 0's new_group raises within its timeout (3 s),
-naming rank 1, instead of hanging in MPI_Comm_create_group; then the
-default group (timeout 120 s, so rank 1 waits for rank 0) still works on
-every rank.
+new_group([0, 1, 2]); ranks 0 and 2 raise within the group's timeout (3 s),
+naming rank 1, instead of hanging in MPI_Comm_create_group (rank 0 in the
+barrier's second round, rank 2 in its first). `subgroups_test.py mismatch`
+(mpirun, 3 ranks): ranks 0 and 2 make new_group([0, 1, 2]), rank 1
+new_group([0, 1]): ranks 0 and 1 raise naming the other's list, rank 2 on
+its timeout. Either way the default group (timeout 120 s, so the ranks
+wait for each other) still works on every rank after, and the failed
+creation is the process's failure: the job ends non-zero at exit
+(subgroups_meeting_test.sh checks all of it).
 
   torchrun --nproc_per_node 4 subgroups_test.py   (PYTHONPATH: the built bigbatch_torch)
   mpirun -np 4 python3 subgroups_test.py
@@ -52,26 +57,32 @@ def check(ok, what):
         print(f"[rank {RANK[0]}] FAIL: {what}", flush=True)
 
 
-def missing():
+def meeting(mode):
+    """`missing` or `mismatch`, on 3 ranks under mpirun (the docstring)."""
     dist.init_process_group("bigbatch", timeout=timedelta(seconds=120))
     rank = dist.get_rank()
     RANK[0] = rank
-    if rank != 1:  # non-members (rank 2) return at once; rank 0 waits for rank 1
+    ranks = [0, 1] if mode == "mismatch" and rank == 1 else [0, 1, 2]
+    want = {("missing", 0): "no word from rank 1 in round 2",
+            ("missing", 2): "no word from rank 1 in round 1",
+            ("mismatch", 0): "rank 1 makes a group of other ranks (2 of them)",
+            ("mismatch", 1): "rank 0 makes a group of other ranks (3 of them)",
+            ("mismatch", 2): "no word from rank 1 in round 1"}.get((mode, rank))
+    if want is not None:
         start = time.monotonic()
         try:
-            dist.new_group([0, 1], timeout=timedelta(seconds=3))
-            check(rank != 0, "new_group([0, 1]) returned on rank 0 without rank 1")
+            dist.new_group(ranks, timeout=timedelta(seconds=3))
+            check(False, f"new_group({ranks}) returned on rank {rank}")
         except Exception as e:  # noqa: BLE001 (the creator's error, whatever c10d wraps it in)
             took = time.monotonic() - start
-            check(rank == 0 and "rank 1 did not join it" in str(e) and took < 30,
-                  f"the refusal on rank {rank} after {took:.1f} s: {e}")
+            check(want in str(e) and took < 30, f"the error on rank {rank} after {took:.1f} s: {e}")
             print(f"[rank {rank}] new_group raised after {took:.1f} s: {e}", flush=True)
     t = torch.ones(2)
     dist.all_reduce(t)  # the default group still works
     check(torch.equal(t, torch.full((2,), float(dist.get_world_size()))), "all_reduce after")
     dist.destroy_process_group()
-    if not failures and RANK[0] == 0:
-        print("subgroups_test: missing ok", flush=True)
+    if not failures and rank == 0:
+        print(f"subgroups_test: {mode} ok", flush=True)
 
 
 def failure_kept():
@@ -120,8 +131,8 @@ def in_group(group, members, rank):
 
 
 def main():
-    if sys.argv[1:] == ["missing"]:
-        missing()
+    if sys.argv[1:] in (["missing"], ["mismatch"]):
+        meeting(sys.argv[1])
         return
     if sys.argv[1:] == ["failure_kept"]:
         failure_kept()

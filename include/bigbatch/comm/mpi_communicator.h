@@ -35,8 +35,12 @@ class MpiCommunicator : public Communicator {
   // Initialises MPI (once per process; a later call, or MPI initialised by
   // another library first, keeps the level it got).
   static void initialise(Threads threads);
-  // Whether MPI, initialised, lets several threads call it at once.
-  static bool threadsMultiple();
+  // The thread level MPI provides (MPI_THREAD_SINGLE .. MPI_THREAD_MULTIPLE),
+  // or -1 before MPI is initialised.
+  static int threadLevel();
+  // Whether bigbatch initialised MPI (initialise()), rather than another
+  // library (mpi4py, the script's own MPI_Init) before it.
+  static bool initialisedByBigbatch();
   // The world communicator; initialises MPI on first use. Collective over
   // MPI_COMM_WORLD.
   static std::unique_ptr<MpiCommunicator> world(Threads threads = Threads::kSerialized);
@@ -46,7 +50,14 @@ class MpiCommunicator : public Communicator {
   // outside it never hear of it. The members first meet in a deadline-aware
   // barrier that compares the lists, so a member that never comes (or
   // lists other ranks) is a TimeoutError (MismatchError) within `timeoutMs`
-  // instead of a hang. Initialises MPI (kMultiple) on first use.
+  // instead of a hang. A member that comes after its peers' deadline may
+  // still pass its meeting on their messages and wait in
+  // MPI_Comm_create_group, which has no deadline: the caller ends the job
+  // on such an error (the backend makes it the process's failure, which
+  // MPI_Abort ends). Initialises MPI (kMultiple) on first use.
+  // Threading: calls run one at a time in a process, in the same order on
+  // every member (fixed tags on MPI_COMM_WORLD), beside any use of other
+  // communicators when MPI is MPI_THREAD_MULTIPLE.
   static std::unique_ptr<MpiCommunicator> group(const std::vector<int>& worldRanks,
                                                 int64_t timeoutMs);
   // True when this process was started by mpirun (or another MPI launcher).
