@@ -18,13 +18,15 @@ scripts/build --target bigbatch_torch >/dev/null
 mkdir -p "$out"
 rm -f "$out"/*.jsonl
 tcmalloc=$(ls /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 2>/dev/null || true)
+[ -n "$tcmalloc" ] || echo "no libtcmalloc_minimal.so.4 (apt-get install libtcmalloc-minimal4): both backends run on glibc's malloc" >&2
 for round in $(seq 1 "$rounds"); do
   for backend in bigbatch gloo; do
     echo "round $round of $rounds: $backend ($(date +%H:%M:%S))" >&2
     MASTER_PORT=$((29700 + round)) mpirun --allow-run-as-root -np 2 --bind-to none \
       -x MASTER_PORT -x PYTHONPATH="$PWD/build/python" ${tcmalloc:+-x LD_PRELOAD=$tcmalloc} \
       /usr/bin/python3 bench/torch_backend_allreduce.py --only "$backend" --min "$min" \
-      --max "$max" --json >"$out/$backend.round$round.log" 2>&1
+      --max "$max" --json >"$out/$backend.round$round.log" 2>&1 ||
+      { echo "$backend failed in round $round; see $out/$backend.round$round.log" >&2; exit 1; }
     grep '^{' "$out/$backend.round$round.log" >>"$out/$backend.jsonl"
   done
 done

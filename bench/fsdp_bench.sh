@@ -12,7 +12,7 @@
 # TCP transport on the cluster's eth0, the store on host 0), tcmalloc
 # preloaded on both sides. ROUNDS rounds (default 3), the two rows
 # interleaved; the table gives each row's median (lowest-highest).
-# PYTHON: the interpreter of a PyTorch 2.6+ environment with bigbatch_torch
+# PYTHON: the interpreter of a PyTorch 2.7+ environment with bigbatch_torch
 # (default build-torch2/venv/bin/python, scripts/setup-torch2).
 # Usage: bench/fsdp_bench.sh [RATE] [OUT_DIR]   (root: network namespaces)
 set -euo pipefail
@@ -25,7 +25,7 @@ limit=${LIMIT_S:-400}
 python=${PYTHON:-$PWD/build-torch2/venv/bin/python}
 [ -x "$python" ] || { echo "no $python: run scripts/setup-torch2 (or set PYTHON)" >&2; exit 2; }
 "$python" -c 'from torch.distributed.fsdp import fully_shard; import bigbatch_torch' ||
-  { echo "$python lacks FSDP2 (PyTorch 2.6+) or bigbatch_torch (scripts/setup-torch2)" >&2; exit 2; }
+  { echo "$python lacks FSDP2 or bigbatch_torch (PyTorch 2.7+; scripts/setup-torch2)" >&2; exit 2; }
 mkdir -p "$out"
 rm -f "$out/rows.jsonl"
 tcmalloc=$(ls /usr/lib/x86_64-linux-gnu/libtcmalloc_minimal.so.4 2>/dev/null || true)
@@ -38,7 +38,8 @@ row() {  # row BACKEND: one run, one JSON row
       timeout "$limit" "$python" bench/pytorch_ddp.py --mpi --ifname eth0 --fsdp \
       --backend "$backend" --model cnn --hidden 350000 --batch 64 --threads 1 \
       --steps "$steps" --warmup "$steps" >"$log" 2>&1; then
-    img_s=$(/usr/bin/python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if l.startswith("{") and "img_s" in l][-1]["img_s"])' "$log")
+    img_s=$(/usr/bin/python3 -c 'import json,sys; print([json.loads(l) for l in open(sys.argv[1]) if l.startswith("{") and "img_s" in l][-1]["img_s"])' "$log") ||
+      { img_s=null; echo "row $backend printed no img/s in round $round; see $log" >&2; }
   else
     echo "row $backend failed in round $round; see $log" >&2
   fi
