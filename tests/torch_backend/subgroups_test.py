@@ -31,6 +31,11 @@ wait for each other) still works on every rank after, and the failed
 creation is the process's failure: the job ends non-zero at exit
 (subgroups_meeting_test.sh checks all of it).
 
+`subgroups_test.py serialized` (mpirun, 2 ranks): the script initialises
+MPI itself first (MPI_Init_thread through ctypes, as mpi4py would) at
+MPI_THREAD_SERIALIZED; the default group works, and new_group is refused
+in one error naming the cause and the fix.
+
   torchrun --nproc_per_node 4 subgroups_test.py   (PYTHONPATH: the built bigbatch_torch)
   mpirun -np 4 python3 subgroups_test.py
 """
@@ -85,6 +90,32 @@ def meeting(mode):
         print(f"subgroups_test: {mode} ok", flush=True)
 
 
+def serialized():
+    """MPI initialised by "another library" at SERIALIZED (the docstring)."""
+    import ctypes
+    mpi = ctypes.CDLL("libmpi.so.40", mode=ctypes.RTLD_GLOBAL)
+    provided = ctypes.c_int(-1)
+    assert mpi.MPI_Init_thread(None, None, 2, ctypes.byref(provided)) == 0  # 2: SERIALIZED
+    dist.init_process_group("bigbatch")
+    rank = dist.get_rank()
+    RANK[0] = rank
+    try:
+        dist.new_group([0, 1])
+        check(False, "a second group ran on MPI_THREAD_SERIALIZED")
+    except Exception as e:  # noqa: BLE001 (the creator's error, whatever c10d wraps it in)
+        check("MPI was initialised before the first bigbatch group, by another library" in str(e)
+              and "at MPI_THREAD_SERIALIZED" in str(e), f"the refusal: {e}")
+        print(f"[rank {rank}] refused: {e}", flush=True)
+    t = torch.ones(2)
+    dist.all_reduce(t)  # the default group still works
+    check(torch.equal(t, torch.full((2,), 2.0)), "all_reduce after")
+    dist.destroy_process_group()
+    bigbatch_torch._C.shutdown_groups()  # the groups' threads end before MPI does
+    mpi.MPI_Finalize()  # the library that initialised MPI finalises it
+    if not failures and rank == 0:
+        print("subgroups_test: serialized ok", flush=True)
+
+
 def failure_kept():
     dist.init_process_group("bigbatch")
     rank = dist.get_rank()
@@ -131,6 +162,9 @@ def in_group(group, members, rank):
 
 
 def main():
+    if sys.argv[1:] == ["serialized"]:
+        serialized()
+        return
     if sys.argv[1:] in (["missing"], ["mismatch"]):
         meeting(sys.argv[1])
         return
