@@ -12,6 +12,7 @@
 
 #include "bigbatch/comm/peer_wait.h"
 #include "bigbatch/common/error.h"
+#include "bigbatch/common/hash.h"
 
 namespace bigbatch {
 namespace {
@@ -64,12 +65,7 @@ struct GroupSignature {
 };
 
 GroupSignature signatureOf(const std::vector<int>& ranks) {
-  uint64_t h = 1469598103934665603ull;
-  for (int r : ranks) {
-    h ^= static_cast<uint32_t>(r);
-    h *= 1099511628211ull;
-  }
-  return {static_cast<int64_t>(ranks.size()), h};
+  return {static_cast<int64_t>(ranks.size()), fnv1a64(ranks.data(), ranks.size() * sizeof(int))};
 }
 
 // A dissemination barrier among `ranks` on MPI_COMM_WORLD (round k: send to
