@@ -36,15 +36,22 @@ void ensureMpiInitialised(int required) {
   int provided = 0;
   checkMpi(MPI_Init_thread(nullptr, nullptr, required, &provided), "MPI_Init_thread");
   providedHere = provided;
-  BIGBATCH_REQUIRE(provided >= MPI_THREAD_SERIALIZED, Error,
-                   "MPI provides thread level {}, bigbatch needs MPI_THREAD_SERIALIZED ({})",
-                   provided, MPI_THREAD_SERIALIZED);
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  std::atexit([] {
+  std::atexit([] {  // also after the refusal below: every rank ends cleanly
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
   });
+  int worldRank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
+  setErrorRank(worldRank);  // so that the refusal below names its rank
+  // A communication thread and the caller take turns in MPI: SERIALIZED at
+  // the least, whatever was asked.
+  BIGBATCH_REQUIRE(provided >= MPI_THREAD_SERIALIZED, InvalidArgument,
+                   "this MPI provides only {}, and bigbatch needs MPI_THREAD_SERIALIZED at the "
+                   "least: use an MPI built with thread support (Open MPI's default; MPICH's "
+                   "--enable-threads=multiple), or start the ranks without MPI (torchrun)",
+                   MpiCommunicator::threadLevelName(provided));
 }
 
 // "[0, 1, 2, 3]", the first 16 ranks of a long list and how many more.
@@ -226,6 +233,16 @@ int MpiCommunicator::threadLevel() {
 }
 
 bool MpiCommunicator::initialisedByBigbatch() { return providedHere >= 0; }
+
+const char* MpiCommunicator::threadLevelName(int level) {
+  switch (level) {
+    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
+    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
+    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
+    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
+    default: return "an unknown thread level";
+  }
+}
 
 std::unique_ptr<MpiCommunicator> MpiCommunicator::world(Threads threads) {
   initialise(threads);

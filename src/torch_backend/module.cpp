@@ -71,16 +71,6 @@ int rankInJob(int otherwise) {
 // group, or at import where the launch sets no OMPI_COMM_WORLD_* variables;
 // a lower level, from the MPI or from a library that initialised MPI
 // first, is named when a group would need more).
-const char* threadLevelName(int level) {
-  switch (level) {
-    case MPI_THREAD_SINGLE: return "MPI_THREAD_SINGLE";
-    case MPI_THREAD_FUNNELED: return "MPI_THREAD_FUNNELED";
-    case MPI_THREAD_SERIALIZED: return "MPI_THREAD_SERIALIZED";
-    case MPI_THREAD_MULTIPLE: return "MPI_THREAD_MULTIPLE";
-    default: return "unknown";
-  }
-}
-
 std::unique_ptr<Communicator> mpiGroup(std::vector<int> globalRanks, int rank, int size,
                                        bool first, std::chrono::milliseconds timeout) {
   MpiCommunicator::initialise(MpiCommunicator::Threads::kMultiple);
@@ -115,13 +105,13 @@ std::unique_ptr<Communicator> mpiGroup(std::vector<int> globalRanks, int rank, i
                    "{} under an MPI launch needs {}, but this MPI provides only {}: use an MPI "
                    "built with thread support (Open MPI's default), or start the ranks with "
                    "torchrun",
-                   what, neededName, threadLevelName(level));
+                   what, neededName, MpiCommunicator::threadLevelName(level));
   BIGBATCH_REQUIRE(level >= needed, InvalidArgument,
                    "{} under an MPI launch needs {}, but MPI was initialised before the first "
                    "bigbatch group, by another library (mpi4py, or the script's own MPI_Init), "
                    "at {}: call init_process_group(\"bigbatch\") before that library "
                    "initialises MPI, or have it ask for MPI_THREAD_MULTIPLE (mpi4py's default)",
-                   what, neededName, threadLevelName(level));
+                   what, neededName, MpiCommunicator::threadLevelName(level));
   try {
     return MpiCommunicator::group(globalRanks, timeout.count());
   } catch (const std::exception& e) {

@@ -36,6 +36,12 @@ MPI itself first (MPI_Init_thread through ctypes, as mpi4py would) at
 MPI_THREAD_SERIALIZED; the default group works, and new_group is refused
 in one error naming the cause and the fix.
 
+`subgroups_test.py capped` (mpirun, 2 ranks, tests/comm/mpi_thread_cap.c
+preloaded: an MPI that reports less thread support than asked, as one
+built without it would): at BIGBATCH_TEST_MPI_THREAD_CAP=2 (SERIALIZED)
+the default group works and new_group is refused naming the MPI's level
+and the fix; at 1 (FUNNELED) init_process_group itself is refused so.
+
   torchrun --nproc_per_node 4 subgroups_test.py   (PYTHONPATH: the built bigbatch_torch)
   mpirun -np 4 python3 subgroups_test.py
 """
@@ -116,6 +122,36 @@ def serialized():
         print("subgroups_test: serialized ok", flush=True)
 
 
+def capped():
+    """An MPI with less thread support (the docstring)."""
+    level = int(os.environ["BIGBATCH_TEST_MPI_THREAD_CAP"])
+    names = ["MPI_THREAD_SINGLE", "MPI_THREAD_FUNNELED", "MPI_THREAD_SERIALIZED"]
+    RANK[0] = int(os.environ["OMPI_COMM_WORLD_RANK"])
+    try:
+        dist.init_process_group("bigbatch")
+    except Exception as e:  # noqa: BLE001 (whatever c10d wraps it in)
+        check(level < 2 and f"this MPI provides only {names[level]}, and bigbatch needs "
+              "MPI_THREAD_SERIALIZED at the least: use an MPI built with thread support" in str(e),
+              f"init_process_group's refusal: {e}")
+        print(f"[rank {RANK[0]}] refused: {e}", flush=True)
+    else:
+        check(level == 2, f"a bigbatch group started on {names[level]}")
+        try:
+            dist.new_group([0, 1])
+            check(False, "a second group ran on MPI_THREAD_SERIALIZED")
+        except Exception as e:  # noqa: BLE001
+            check("a second bigbatch process group (new_group, a DeviceMesh) under an MPI launch "
+                  "needs MPI_THREAD_MULTIPLE, but this MPI provides only MPI_THREAD_SERIALIZED: "
+                  "use an MPI built with thread support" in str(e), f"the refusal: {e}")
+            print(f"[rank {RANK[0]}] refused: {e}", flush=True)
+        t = torch.ones(2)
+        dist.all_reduce(t)  # the default group still works
+        check(torch.equal(t, torch.full((2,), 2.0)), "all_reduce after")
+        dist.destroy_process_group()
+    if not failures and RANK[0] == 0:
+        print(f"subgroups_test: capped at {names[level]} ok", flush=True)
+
+
 def failure_kept():
     dist.init_process_group("bigbatch")
     rank = dist.get_rank()
@@ -164,6 +200,9 @@ def in_group(group, members, rank):
 def main():
     if sys.argv[1:] == ["serialized"]:
         serialized()
+        return
+    if sys.argv[1:] == ["capped"]:
+        capped()
         return
     if sys.argv[1:] in (["missing"], ["mismatch"]):
         meeting(sys.argv[1])

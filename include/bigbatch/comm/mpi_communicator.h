@@ -41,6 +41,8 @@ class MpiCommunicator : public Communicator {
   // Whether bigbatch initialised MPI (initialise()), rather than another
   // library (mpi4py, the script's own MPI_Init) before it.
   static bool initialisedByBigbatch();
+  // "MPI_THREAD_SINGLE" .. "MPI_THREAD_MULTIPLE", for messages.
+  static const char* threadLevelName(int level);
   // The world communicator; initialises MPI on first use. Collective over
   // MPI_COMM_WORLD.
   static std::unique_ptr<MpiCommunicator> world(Threads threads = Threads::kSerialized);
