@@ -5,7 +5,7 @@
 
 #include <cstring>
 #include <functional>
-#include <vector>
+#include <memory>
 
 #include "bigbatch/comm/communicator.h"
 
@@ -42,16 +42,25 @@ inline Fold makeFold(int rank, int n) {
 
 using Combine = std::function<void(void* dst, const void* src)>;
 
-// Fold in: even ranks below 2·rem hand their buffer to rank+1, which combines.
-inline void foldIn(Communicator& comm, const Fold& f, void* data, size_t bytes,
-                   std::vector<uint8_t>& tmp, const Combine& combine) {
+// A receive buffer left uninitialised: every byte is written by a receive
+// before it is read. (A std::vector zeroed it first: at 64 MiB that memset
+// was a tenth of a halving-doubling allreduce's time on the emulated 10 Gb/s
+// link, docs/BENCHMARKS.md "Without MPI".)
+inline std::unique_ptr<uint8_t[]> receiveBuffer(size_t bytes) {
+  return std::unique_ptr<uint8_t[]>(new uint8_t[bytes]);
+}
+
+// Fold in: even ranks below 2·rem hand their buffer to rank+1, which combines
+// (`tmp`: `bytes` of scratch, on that rank).
+inline void foldIn(Communicator& comm, const Fold& f, void* data, size_t bytes, uint8_t* tmp,
+                   const Combine& combine) {
   const int rank = comm.rank();
   if (rank >= 2 * f.rem) return;
   if (f.newRank < 0) {
     comm.send(data, bytes, rank + 1, kFoldTag);
   } else {
-    comm.recv(tmp.data(), bytes, rank - 1, kFoldTag);
-    combine(data, tmp.data());
+    comm.recv(tmp, bytes, rank - 1, kFoldTag);
+    combine(data, tmp);
   }
 }
 
@@ -71,13 +80,13 @@ inline void recursiveDoubling(Communicator& comm, void* data, size_t bytes, int 
   const int n = comm.size();
   if (n == 1 || bytes == 0) return;
   const Fold f = makeFold(comm.rank(), n);
-  std::vector<uint8_t> tmp(bytes);
-  foldIn(comm, f, data, bytes, tmp, combine);
+  const std::unique_ptr<uint8_t[]> tmp = receiveBuffer(bytes);
+  foldIn(comm, f, data, bytes, tmp.get(), combine);
   if (f.newRank >= 0) {
     for (int mask = 1; mask < f.p; mask <<= 1) {
       const int peer = f.realRank(f.newRank ^ mask);
-      comm.sendrecv(data, bytes, peer, tmp.data(), bytes, peer, tag);
-      combine(data, tmp.data());
+      comm.sendrecv(data, bytes, peer, tmp.get(), bytes, peer, tag);
+      combine(data, tmp.get());
     }
   }
   foldOut(comm, f, data, bytes);

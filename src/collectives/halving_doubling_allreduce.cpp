@@ -1,3 +1,4 @@
+#include <memory>
 #include <vector>
 
 #include "bigbatch/collectives/algorithms.h"
@@ -11,9 +12,13 @@ void HalvingDoublingAllreduce::reduce(Communicator& comm, void* data, size_t cou
   const size_t total = count * elem;
   auto* bytes = static_cast<uint8_t*>(data);
   const Fold f = makeFold(comm.rank(), comm.size());
-  std::vector<uint8_t> tmp(total);
+  // The whole buffer where this rank receives a fold, else the first half
+  // (the largest block the halving receives).
+  const bool folds = comm.rank() < 2 * f.rem && f.newRank >= 0;
+  const std::unique_ptr<uint8_t[]> tmp =
+      receiveBuffer(folds ? total : (count - count / 2) * elem);
   auto combineAll = [&](void* dst, const void* src) { sumInto(type, dst, src, count); };
-  foldIn(comm, f, data, total, tmp, combineAll);
+  foldIn(comm, f, data, total, tmp.get(), combineAll);
   if (f.newRank >= 0) {
     // Recursive halving: keep the half of [lo, hi) on this rank's side of the
     // partner bit, send the other half, add the partner's copy of ours.
@@ -28,9 +33,9 @@ void HalvingDoublingAllreduce::reduce(Communicator& comm, void* data, size_t cou
       const bool lower = (f.newRank & mask) == 0;
       const size_t keepLo = lower ? lo : mid, keepHi = lower ? mid : hi;
       const size_t sendLo = lower ? mid : lo, sendHi = lower ? hi : mid;
-      comm.sendrecv(bytes + sendLo * elem, (sendHi - sendLo) * elem, peer, tmp.data(),
+      comm.sendrecv(bytes + sendLo * elem, (sendHi - sendLo) * elem, peer, tmp.get(),
                     (keepHi - keepLo) * elem, peer, kHalvingTag);
-      sumInto(type, bytes + keepLo * elem, tmp.data(), keepHi - keepLo);
+      sumInto(type, bytes + keepLo * elem, tmp.get(), keepHi - keepLo);
       kept.push_back({lo, hi});
       lo = keepLo;
       hi = keepHi;
