@@ -55,7 +55,7 @@ void addBenchAllreduce(CLI::App& bench, BenchArgs& b) {
       ->capture_default_str();
   b.allreduce
       ->add_option("--segment-bytes", b.ar.segmentBytes,
-                   "pipelining segment of the ring (0: the library default)")
+                   "pipelining segment of the ring (0: the transport's own)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   b.allreduce->add_flag("--no-memcpy", b.noMemcpy,

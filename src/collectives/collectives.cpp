@@ -8,8 +8,6 @@
 namespace bigbatch {
 namespace {
 
-constexpr size_t kSegmentBytes = 256 * 1024;
-
 // Re-raises a mismatch after telling the peers, as Allreduce::run does.
 template <typename Fn>
 void guarded(Communicator& comm, Fn&& fn) {
@@ -56,7 +54,8 @@ void allgather(Communicator& comm, void* data, size_t count, DataType type, bool
   if (checkSignature) checkSameSignature(comm, /*operation=*/3, count, type);
   if (count == 0) return;
   guarded(comm, [&] {
-    ringPass(comm, data, count, type, kSegmentBytes, /*reduce=*/false, /*shift=*/0, kGatherTag);
+    ringPass(comm, data, count, type, comm.segmentBytes(), /*reduce=*/false, /*shift=*/0,
+             kGatherTag);
   });
 }
 
@@ -66,7 +65,8 @@ void reduceScatter(Communicator& comm, void* data, size_t count, DataType type,
   if (checkSignature) checkSameSignature(comm, /*operation=*/4, count, type);
   if (count == 0) return;
   guarded(comm, [&] {
-    ringPass(comm, data, count, type, kSegmentBytes, /*reduce=*/true, /*shift=*/-1, kGatherTag);
+    ringPass(comm, data, count, type, comm.segmentBytes(), /*reduce=*/true, /*shift=*/-1,
+             kGatherTag);
   });
 }
 

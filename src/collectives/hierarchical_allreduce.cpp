@@ -17,7 +17,11 @@ void HierarchicalAllreduce::reduce(Communicator& comm, void* data, size_t count,
   // (2) Across hosts: rings for large blocks, recursive doubling for small ones.
   const size_t elem = elementSize(type);
   auto interHost = [&](size_t elems) -> std::unique_ptr<Allreduce> {
-    if (elems * elem >= options_.segmentBytes) return std::make_unique<RingAllreduce>(inner);
+    // (the threshold the plan model assumes, plan::kRingSegmentBytes, on every
+    // transport)
+    const size_t ringFrom =
+        options_.segmentBytes ? options_.segmentBytes : Communicator::kDefaultSegmentBytes;
+    if (elems * elem >= ringFrom) return std::make_unique<RingAllreduce>(inner);
     return std::make_unique<RecursiveDoublingAllreduce>(inner);
   };
   auto* bytes = static_cast<uint8_t*>(data);

@@ -67,8 +67,9 @@ void ringPass(Communicator& comm, void* data, size_t count, DataType type, size_
 void RingAllreduce::reduce(Communicator& comm, void* data, size_t count, DataType type) {
   // Reduce-scatter with shift -1 leaves rank i with the sum of chunk i; the
   // allgather (shift 0) starts by sending that chunk.
-  ringPass(comm, data, count, type, options_.segmentBytes, /*reduce=*/true, -1, kRingTag);
-  ringPass(comm, data, count, type, options_.segmentBytes, /*reduce=*/false, 0, kRingTag);
+  const size_t segment = options_.segmentBytes ? options_.segmentBytes : comm.segmentBytes();
+  ringPass(comm, data, count, type, segment, /*reduce=*/true, -1, kRingTag);
+  ringPass(comm, data, count, type, segment, /*reduce=*/false, 0, kRingTag);
 }
 
 }  // namespace bigbatch

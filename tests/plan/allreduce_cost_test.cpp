@@ -136,7 +136,8 @@ TEST(AllreduceCost, UnknownAlgorithmIsNamed) {
 }
 
 TEST(AllreduceCost, SegmentIsTheCollectivesDefault) {
-  EXPECT_EQ(kRingSegmentBytes, static_cast<double>(AllreduceOptions{}.segmentBytes));
+  // (the hierarchical algorithm's threshold where no segment is named)
+  EXPECT_EQ(kRingSegmentBytes, static_cast<double>(Communicator::kDefaultSegmentBytes));
 }
 
 }  // namespace

@@ -13,7 +13,8 @@ namespace bigbatch {
 // n chunks of S/n bytes; in reduce-scatter step s rank i sends chunk (i-s) to
 // its right neighbour and adds chunk (i-s-1) received from its left; after
 // n-1 steps it owns the sum of chunk (i+1); allgather circulates the sums for
-// n-1 more steps. Each transfer is cut into segments of `segmentBytes`, and
+// n-1 more steps. Each transfer is cut into segments of `segmentBytes` (0: the
+// transport's, Communicator::segmentBytes()), and
 // the receive of the next segment is posted before the current one is summed.
 // Steps 2(n-1); bytes sent per rank 2·S·(n-1)/n (bandwidth-optimal).
 class RingAllreduce : public Allreduce {
@@ -80,8 +81,9 @@ class SharedMemoryAllreduce : public Allreduce {
 // with its same-local-rank peers on the other hosts, so every rank's link
 // works at once; otherwise local rank 0 allreduces the whole buffer among
 // the hosts' leaders; (3) inside each host, an allgather of the L blocks (or
-// a broadcast from the leader). Inter-host step uses ring above
-// options.segmentBytes·n and recursive doubling below.
+// a broadcast from the leader). Inter-host step uses ring for blocks of at
+// least options.segmentBytes (256 KiB where 0, on every transport) and
+// recursive doubling below.
 // Bytes across hosts per rank: 2·(S/L)·(h-1)/h for h hosts; the intra-host
 // phases move only memory.
 class HierarchicalAllreduce : public Allreduce {

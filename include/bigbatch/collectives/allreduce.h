@@ -17,7 +17,8 @@
 namespace bigbatch {
 
 struct AllreduceOptions {
-  size_t segmentBytes = 256 * 1024;    // pipelining unit of the ring (bytes)
+  size_t segmentBytes = 0;             // pipelining unit of the ring (bytes); 0: the
+                                       // transport's (Communicator::segmentBytes())
   size_t shmChunkBytes = 512 * 1024;   // staging chunk per rank of the shared-memory path (bytes)
   bool checkSignature = true;          // verify all ranks passed the same count and type
   // "auto" only: time the table's choice against the ring on this many calls

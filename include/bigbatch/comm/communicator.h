@@ -88,6 +88,13 @@ class Communicator {
   // Whether Request::test() works on this transport (Gloo's: no — its
   // waits cannot be polled without ending the connection).
   virtual bool pollsRequests() const { return true; }
+  // The ring's pipelining segment on this transport (bytes), where the
+  // caller names none (AllreduceOptions::segmentBytes 0): small enough that
+  // summing one segment overlaps receiving the next, large enough that each
+  // message's own cost is paid rarely. Transports whose messages cost more
+  // override it (UCX's).
+  static constexpr size_t kDefaultSegmentBytes = 256 * 1024;
+  virtual size_t segmentBytes() const { return kDefaultSegmentBytes; }
   void send(const void* data, size_t bytes, int peer, int tag);
   void recv(void* data, size_t bytes, int peer, int tag);
   // Sends to `dst` and receives from `src` concurrently (no deadlock in rings).
