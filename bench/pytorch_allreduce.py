@@ -27,7 +27,15 @@ def main():
     p.add_argument("--max-bytes", type=int, default=64 << 20)
     p.add_argument("--bytes-per-size", type=float, default=2e9,
                    help="iterations per size: about this many bytes moved (5 to 200)")
+    p.add_argument("--iters", type=int, default=0,
+                   help="timed calls per size (0: from --bytes-per-size)")
     p.add_argument("--warmup", type=int, default=2)
+    p.add_argument("--timing", choices=("median", "mean"), default="median",
+                   help="median: each call timed alone, the median call (the input refilled "
+                        "and checked between calls, so a shaped link idles and refills its "
+                        "token bucket before each); mean: the calls back to back after a "
+                        "barrier, their mean, checked after (as `bigbatch bench allreduce` "
+                        "times); either way the slowest rank's")
     p.add_argument("--master", default="")
     p.add_argument("--ifname", default="eth0")
     p.add_argument("--port", type=int, default=29556)
@@ -53,20 +61,31 @@ def main():
     while nbytes <= args.max_bytes:
         count = nbytes // 4
         x = torch.full((count,), float(rank + 1))
-        iters = int(min(200, max(5, args.bytes_per_size / nbytes)))
+        iters = args.iters or int(min(200, max(5, args.bytes_per_size / nbytes)))
         for _ in range(args.warmup):
             dist.all_reduce(x)
         x.fill_(float(rank + 1))
         dist.barrier()
         times = []
         wrong = 0
-        for _ in range(iters):
-            x.fill_(float(rank + 1))
+        expected = size * (size + 1) / 2
+        if args.timing == "mean":
+            # Back to back, as bigbatch's bench: no idle link between calls.
             t0 = time.perf_counter()
+            for _ in range(iters):
+                dist.all_reduce(x)
+            times.append((time.perf_counter() - t0) / iters)
+            x.fill_(float(rank + 1))
             dist.all_reduce(x)
-            times.append(time.perf_counter() - t0)
-            wrong += int((x != size * (size + 1) / 2).sum().item())
-        # The slowest rank's median call.
+            wrong += int((x != expected).sum().item())
+        else:
+            for _ in range(iters):
+                x.fill_(float(rank + 1))
+                t0 = time.perf_counter()
+                dist.all_reduce(x)
+                times.append(time.perf_counter() - t0)
+                wrong += int((x != expected).sum().item())
+        # The slowest rank's median call (one entry: its mean).
         t = torch.tensor([sorted(times)[len(times) // 2]], dtype=torch.float64)
         dist.all_reduce(t, op=dist.ReduceOp.MAX)
         w = torch.tensor([wrong], dtype=torch.int64)
@@ -74,6 +93,7 @@ def main():
         if rank == 0:
             algbw = nbytes / t.item() / 1e9
             print(json.dumps({"system": "pytorch_gloo", "bytes": nbytes, "ranks": size,
+                              "timing": args.timing,
                               "iterations": iters, "time_us": t.item() * 1e6,
                               "algbw": algbw, "busbw": algbw * 2 * (size - 1) / size,
                               "wrong": int(w.item())}), flush=True)

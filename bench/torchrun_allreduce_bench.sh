@@ -9,13 +9,21 @@
 #   MPI_Allreduce  OpenMPI's own, in the same mpirun job
 #   gloo           PyTorch's gloo backend at its best: started by torchrun (no
 #                  core binding, no bigbatch group in the process),
-#                  bench/pytorch_allreduce.py
+#                  bench/pytorch_allreduce.py, timed as bigbatch's side is
+#                  (--timing mean: the calls back to back, their mean, the
+#                  slowest rank's); its median single call (--timing median,
+#                  the link idle before each call) is printed beside it
 # A table of busbw per size, each side its best algorithm: bigbatch/UCX ÷
 # gloo (target >= 1.0), bigbatch/UCX ÷ bigbatch/MPI (target >= 0.95), and
 # bigbatch/Gloo ÷ gloo (the transports compared with the codec held equal).
 # ROUNDS=N (default 1) repeats the four runs N times, interleaved; each cell
 # is then the median over the rounds (per algorithm, before the best).
-#   [ROUNDS=N] bench/torchrun_allreduce_bench.sh [RATES] [MIN] [MAX] [OUT_DIR]
+# ITERS=N (default 5): timed calls per size on every side. On a shaped link
+# a timed loop that moves less than tc's bucket (500 kB) rides the burst, and
+# a side slow at the size before starts with the bucket full: at 1 Gb/s and
+# 64-128 KiB, 5 calls read above the link's rate. ITERS=200 makes the
+# bucket a few percent of the loop there.
+#   [ROUNDS=N] [ITERS=N] bench/torchrun_allreduce_bench.sh [RATES] [MIN] [MAX] [OUT_DIR]
 #   (defaults: "10gbit 1gbit" 4K 256M runs/torchrun_allreduce)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,11 +32,12 @@ min=${2:-4K}
 max=${3:-256M}
 out=${4:-runs/torchrun_allreduce}
 rounds=${ROUNDS:-1}
+iters=${ITERS:-5}
 scripts/build --target bigbatch >/dev/null
 mkdir -p "$out"
 bytes() { numfmt --from=iec "$1"; }
 algos=auto,ring,halving_doubling,recursive_doubling
-common=(bench allreduce --json --no-memcpy --warmup 1 --iters 5 --min-bytes "$min" --max-bytes "$max")
+common=(bench allreduce --json --no-memcpy --warmup 1 --iters "$iters" --min-bytes "$min" --max-bytes "$max")
 for round in $(seq 1 "$rounds"); do
   for rate in $rates; do
     cluster=(scripts/emulated_cluster --hosts 2 --rate "$rate")
@@ -39,9 +48,11 @@ for round in $(seq 1 "$rounds"); do
     done
     "${cluster[@]}" -- build/apps/bigbatch "${common[@]}" --algorithms "$algos,mpi" \
       >"$out/mpi_${rate}_$round.jsonl"
-    "${cluster[@]}" --launcher -- scripts/torchrun_hosts -- "$PWD/bench/pytorch_allreduce.py" \
-      --min-bytes "$(bytes "$min")" --max-bytes "$(bytes "$max")" --bytes-per-size 1 --warmup 1 \
-      >"$out/pytorch_gloo_${rate}_$round.jsonl"
+    for timing in mean median; do
+      "${cluster[@]}" --launcher -- scripts/torchrun_hosts -- "$PWD/bench/pytorch_allreduce.py" \
+        --min-bytes "$(bytes "$min")" --max-bytes "$(bytes "$max")" --iters "$iters" --warmup 1 \
+        --timing $timing >"$out/pytorch_gloo_${timing}_${rate}_$round.jsonl"
+    done
   done
 done
 
@@ -62,17 +73,19 @@ def best(t, b):
     return max(((a, v[0]) for (a, size), v in t.items() if size == b and a not in ("mpi", "memcpy")),
                key=lambda x: x[1])
 for rate in rates:
-    u, g, m, t = (rows(n, rate) for n in ("ucx", "gloo", "mpi", "pytorch_gloo"))
+    u, g, m, t, tm = (rows(n, rate) for n in ("ucx", "gloo", "mpi", "pytorch_gloo_mean",
+                                              "pytorch_gloo_median"))
     print(f"\n2 hosts x 1 rank, {rate} links, median of {rounds} round(s); busbw GB/s, each bigbatch "
           "column its best algorithm")
     print(f"{'bytes':>10} {'bb/UCX':>8} {'bb/Gloo':>8} {'bb/MPI':>8} {'MPI_Allr':>8} {'gloo':>8} "
-          f"{'UCX÷gloo':>8} {'UCX÷MPI':>8} {'Gloo÷gloo':>9} {'wrong':>5}")
+          f"{'UCX÷gloo':>8} {'UCX÷MPI':>8} {'Gloo÷gloo':>9} {'gloo/call':>9} {'wrong':>5}")
     ratio = lambda a, c: a / c if c else 0
     for b in sorted({size for _, size in u}):
         bu, bg, bm = best(u, b)[1], best(g, b)[1], best(m, b)[1]
         mpi = m.get(("mpi", b), (0, 0))[0]
         tg = t.get(("gloo", b), (0, 0))[0]
-        wrong = sum(v[1] for d in (u, g, m, t) for (a, size), v in d.items() if size == b)
+        tc = tm.get(("gloo", b), (0, 0))[0]
+        wrong = sum(v[1] for d in (u, g, m, t, tm) for (a, size), v in d.items() if size == b)
         print(f"{b:>10} {bu:>8.3f} {bg:>8.3f} {bm:>8.3f} {mpi:>8.3f} {tg:>8.3f} {ratio(bu, tg):>8.2f} "
-              f"{ratio(bu, bm):>8.2f} {ratio(bg, tg):>9.2f} {wrong:>5}")
+              f"{ratio(bu, bm):>8.2f} {ratio(bg, tg):>9.2f} {tc:>9.3f} {wrong:>5}")
 PY
