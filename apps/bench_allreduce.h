@@ -15,9 +15,9 @@ struct BenchAllreduceOptions {
   int warmup = 20;                        // untimed calls per size and algorithm (auto tunes in its first 18)
   bool memcpy = true;                     // add rank 0's memcpy of the same size as a row
   bool json = false;                      // one JSON object per row instead of the table
-  int64_t timeoutMs = 60000;
+  int64_t timeoutMs = 60000;              // per-wait deadline of the collectives (ms)
   size_t shmChunkBytes = 0;               // staging chunk of shm/hierarchical; 0: the default
-  size_t segmentBytes = 0;                // pipelining segment of the ring; 0: the default              // per-wait deadline of the collectives (ms)
+  size_t segmentBytes = 0;                // pipelining segment of the ring; 0: the transport's
 };
 
 int runBenchAllreduce(const BenchAllreduceOptions& options);

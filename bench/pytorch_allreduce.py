@@ -1,6 +1,7 @@
 #!/usr/bin/python3
-"""PyTorch's gloo allreduce, timed like `bigbatch bench allreduce` (the same
-sizes, float32, busbw = algbw * 2(n-1)/n), for a side-by-side table on the
+"""PyTorch's gloo allreduce beside `bigbatch bench allreduce` (the same
+sizes, float32, busbw = algbw * 2(n-1)/n; `--timing mean` times the calls
+as that bench does, the default the median single call), for a side-by-side table on the
 same ranks and links. Started by torchrun (its RANK, WORLD_SIZE, MASTER_ADDR,
 MASTER_PORT, as scripts/torchrun_hosts starts it: no core binding, no MPI in
 the process) or by mpirun: rank and world size from OpenMPI's
@@ -40,6 +41,8 @@ def main():
     p.add_argument("--ifname", default="eth0")
     p.add_argument("--port", type=int, default=29556)
     args = p.parse_args()
+    if args.iters < 0 or args.warmup < 0:
+        p.error("--iters and --warmup must be 0 or more")
     os.environ.setdefault("GLOO_SOCKET_IFNAME", args.ifname)
     if "RANK" in os.environ and "MASTER_ADDR" in os.environ:  # torchrun's start: as given
         rank, size = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])

@@ -22,7 +22,8 @@
 # a timed loop that moves less than tc's bucket (500 kB) rides the burst, and
 # a side slow at the size before starts with the bucket full: at 1 Gb/s and
 # 64-128 KiB, 5 calls read above the link's rate. ITERS=200 makes the
-# bucket a few percent of the loop there.
+# bucket a few percent of the loop there (with a MAX of a few MiB: at
+# 256 MiB and 1 Gb/s, 200 calls take 7 minutes per algorithm).
 #   [ROUNDS=N] [ITERS=N] bench/torchrun_allreduce_bench.sh [RATES] [MIN] [MAX] [OUT_DIR]
 #   (defaults: "10gbit 1gbit" 4K 256M runs/torchrun_allreduce)
 set -euo pipefail
@@ -51,7 +52,7 @@ for round in $(seq 1 "$rounds"); do
     for timing in mean median; do
       "${cluster[@]}" --launcher -- scripts/torchrun_hosts -- "$PWD/bench/pytorch_allreduce.py" \
         --min-bytes "$(bytes "$min")" --max-bytes "$(bytes "$max")" --iters "$iters" --warmup 1 \
-        --timing $timing >"$out/pytorch_gloo_${timing}_${rate}_$round.jsonl"
+        --timing "$timing" >"$out/pytorch_gloo_${timing}_${rate}_$round.jsonl"
     done
   done
 done

@@ -12,8 +12,8 @@ void HalvingDoublingAllreduce::reduce(Communicator& comm, void* data, size_t cou
   const size_t total = count * elem;
   auto* bytes = static_cast<uint8_t*>(data);
   const Fold f = makeFold(comm.rank(), comm.size());
-  // The whole buffer where this rank receives a fold, else the first half
-  // (the largest block the halving receives).
+  // The whole buffer where this rank receives a fold, else the larger half,
+  // ceil(count / 2) elements (the largest block the halving receives).
   const bool folds = comm.rank() < 2 * f.rem && f.newRank >= 0;
   const std::unique_ptr<uint8_t[]> tmp =
       receiveBuffer(folds ? total : (count - count / 2) * elem);

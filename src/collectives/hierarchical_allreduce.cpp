@@ -17,8 +17,8 @@ void HierarchicalAllreduce::reduce(Communicator& comm, void* data, size_t count,
   // (2) Across hosts: rings for large blocks, recursive doubling for small ones.
   const size_t elem = elementSize(type);
   auto interHost = [&](size_t elems) -> std::unique_ptr<Allreduce> {
-    // (the threshold the plan model assumes, plan::kRingSegmentBytes, on every
-    // transport)
+    // (256 KiB on every transport where no segment is named, whatever the
+    // transport's own segment)
     const size_t ringFrom =
         options_.segmentBytes ? options_.segmentBytes : Communicator::kDefaultSegmentBytes;
     if (elems * elem >= ringFrom) return std::make_unique<RingAllreduce>(inner);

@@ -17,12 +17,12 @@ void ringPass(Communicator& comm, void* data, size_t count, DataType type, size_
   auto* bytes = static_cast<uint8_t*>(data);
   auto begin = [&](int c) { return ringChunkBegin(count, n, c); };
   const size_t segElems = std::max<size_t>(1, segmentBytes / elem);
-  std::vector<uint8_t> recvBuf[2];
+  std::unique_ptr<uint8_t[]> recvBuf[2];
   if (reduceStep) {
     const size_t maxChunk = (count + n - 1) / n;
     const size_t bufElems = std::min(segElems, maxChunk);
-    recvBuf[0].resize(bufElems * elem);
-    recvBuf[1].resize(bufElems * elem);
+    recvBuf[0] = receiveBuffer(bufElems * elem);
+    recvBuf[1] = receiveBuffer(bufElems * elem);
   }
   auto mod = [n](int c) { return ((c % n) + n) % n; };
   for (int s = 0; s < n - 1; ++s) {
@@ -40,7 +40,7 @@ void ringPass(Communicator& comm, void* data, size_t count, DataType type, size_
     auto postRecv = [&](size_t k) -> std::unique_ptr<Request> {
       if (k >= recvSegments) return nullptr;
       auto [lo, len] = segRange(recvCount, k);
-      void* dst = reduceStep ? recvBuf[k % 2].data() : bytes + (recvBegin + lo) * elem;
+      void* dst = reduceStep ? recvBuf[k % 2].get() : bytes + (recvBegin + lo) * elem;
       return comm.irecv(dst, len * elem, left, tag);
     };
     std::unique_ptr<Request> pending = postRecv(0);
@@ -55,7 +55,7 @@ void ringPass(Communicator& comm, void* data, size_t count, DataType type, size_
         pending->wait();
         if (reduceStep) {
           auto [rlo, rlen] = segRange(recvCount, k);
-          sumInto(type, bytes + (recvBegin + rlo) * elem, recvBuf[k % 2].data(), rlen);
+          sumInto(type, bytes + (recvBegin + rlo) * elem, recvBuf[k % 2].get(), rlen);
         }
       }
       if (send) send->wait();

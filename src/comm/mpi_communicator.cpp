@@ -29,29 +29,40 @@ constexpr int kCreateTag = 0x7e61;
 int providedHere = -1;
 constexpr size_t kErrorMessageMax = 4096;
 
+// A communication thread and the caller take turns in MPI: SERIALIZED at the
+// least, whatever was asked. Checked at every call, so a caught refusal
+// stays one (MPI is initialised by then).
+void requireSerialized(int provided) {
+  BIGBATCH_REQUIRE(provided >= MPI_THREAD_SERIALIZED, InvalidArgument,
+                   "this MPI provides only {}, and bigbatch needs MPI_THREAD_SERIALIZED at the "
+                   "least: use an MPI built with thread support (Open MPI's default; MPICH's "
+                   "--enable-threads=multiple), or start the ranks without MPI (torchrun)",
+                   MpiCommunicator::threadLevelName(provided));
+}
+
 void ensureMpiInitialised(int required) {
   int initialised = 0;
   MPI_Initialized(&initialised);
-  if (initialised) return;
+  if (initialised) {
+    if (providedHere >= 0) requireSerialized(providedHere);
+    return;
+  }
   int provided = 0;
   checkMpi(MPI_Init_thread(nullptr, nullptr, required, &provided), "MPI_Init_thread");
   providedHere = provided;
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-  std::atexit([] {  // also after the refusal below: every rank ends cleanly
+  // (also after the refusal below: a process that exits normally, as Python
+  // does on the error, finalises; bigbatch's CLI ends a job of several
+  // ranks with MPI_Abort)
+  std::atexit([] {
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Finalize();
   });
   int worldRank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &worldRank);
-  setErrorRank(worldRank);  // so that the refusal below names its rank
-  // A communication thread and the caller take turns in MPI: SERIALIZED at
-  // the least, whatever was asked.
-  BIGBATCH_REQUIRE(provided >= MPI_THREAD_SERIALIZED, InvalidArgument,
-                   "this MPI provides only {}, and bigbatch needs MPI_THREAD_SERIALIZED at the "
-                   "least: use an MPI built with thread support (Open MPI's default; MPICH's "
-                   "--enable-threads=multiple), or start the ranks without MPI (torchrun)",
-                   MpiCommunicator::threadLevelName(provided));
+  setErrorRank(worldRank);  // so that the refusal names its rank
+  requireSerialized(provided);
 }
 
 // "[0, 1, 2, 3]", the first 16 ranks of a long list and how many more.

@@ -665,6 +665,8 @@ class SerialisationChecker : public Communicator {
   int localRank() const override { return inner_.localRank(); }
   int localSize() const override { return inner_.localSize(); }
   std::string transportName() const override { return inner_.transportName(); }
+  size_t segmentBytes() const override { return inner_.segmentBytes(); }
+  bool pollsRequests() const override { return inner_.pollsRequests(); }
   std::unique_ptr<Request> isend(const void* data, size_t bytes, int peer, int tag) override {
     Inside in(*this);
     std::this_thread::sleep_for(std::chrono::milliseconds(20));

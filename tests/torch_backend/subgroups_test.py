@@ -130,8 +130,9 @@ def capped():
     try:
         dist.init_process_group("bigbatch")
     except Exception as e:  # noqa: BLE001 (whatever c10d wraps it in)
-        check(level < 2 and f"this MPI provides only {names[level]}, and bigbatch needs "
-              "MPI_THREAD_SERIALIZED at the least: use an MPI built with thread support" in str(e),
+        check(level < 2 and f"[rank {RANK[0]}] this MPI provides only {names[level]}, and "
+              "bigbatch needs MPI_THREAD_SERIALIZED at the least: use an MPI built with thread "
+              "support" in str(e),
               f"init_process_group's refusal: {e}")
         print(f"[rank {RANK[0]}] refused: {e}", flush=True)
     else:

@@ -62,9 +62,10 @@
 
 namespace bigbatch::plan {
 
-// The ring pipelining segment of the collectives module
-// (AllreduceOptions::segmentBytes): the hierarchical algorithm's cross-node
-// phase uses the ring for blocks of at least this many bytes per node.
+// The ring pipelining segment of the collectives module where none is named
+// (Communicator::kDefaultSegmentBytes): the hierarchical algorithm's
+// cross-node phase uses the ring for blocks of at least this many bytes per
+// node.
 inline constexpr double kRingSegmentBytes = 256 * 1024;
 
 // An exchange's cost as counts on its critical path: messages and bytes per
