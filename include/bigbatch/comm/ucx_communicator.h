@@ -77,10 +77,10 @@ class UcxCommunicator : public Communicator {
   int localSize() const override { return localSize_; }
   std::string transportName() const override { return "UCX"; }
   // 1 MiB: on the emulated 10 Gb/s link a ring over UCX in 256 KiB segments
-  // ran at 0.79-0.94 of the same ring over MPI from 8 MiB on (each segment a
-  // message, received into UCX's own buffers, then copied), at 0.97-1.01 in
-  // 1 MiB segments; 4 MiB lost pipelining at 1 MiB (docs/BENCHMARKS.md,
-  // "Without MPI").
+  // ran at 0.76-0.93 of the same ring over MPI from 8 MiB on (each segment a
+  // message, received into UCX's own buffers, then copied), at 0.97-1.00 in
+  // 1 MiB segments; 4 MiB lost pipelining at 1 MiB (single runs,
+  // docs/BENCHMARKS.md, "Without MPI").
   size_t segmentBytes() const override { return 1 << 20; }
 
   std::unique_ptr<Request> isend(const void* data, size_t bytes, int peer, int tag) override;
