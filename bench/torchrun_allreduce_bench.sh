@@ -18,13 +18,18 @@
 # bigbatch/Gloo ÷ gloo (the transports compared with the codec held equal).
 # ROUNDS=N (default 1) repeats the four runs N times, interleaved; each cell
 # is then the median over the rounds (per algorithm, before the best).
-# ITERS=N (default 5): timed calls per size on every side. On a shaped link
-# a timed loop that moves less than tc's bucket (500 kB) rides the burst, and
-# a side slow at the size before starts with the bucket full: at 1 Gb/s and
-# 64-128 KiB, 5 calls read above the link's rate. ITERS=200 makes the
-# bucket a few percent of the loop there (with a MAX of a few MiB: at
-# 256 MiB and 1 Gb/s, 200 calls take 7 minutes per algorithm).
-#   [ROUNDS=N] [ITERS=N] bench/torchrun_allreduce_bench.sh [RATES] [MIN] [MAX] [OUT_DIR]
+# ITERS=N (default 5): timed calls per size on every side; WARMUP=N (default
+# 20: bigbatch's `auto` tunes in its first 18 calls) untimed calls just
+# before them. A shaped link's bucket (tbf's: rate / 250, 4 ms of traffic)
+# fills whenever the link idles or runs below its rate, so a timed loop can
+# start with it full and move its first 4 ms of bytes at veth speed: a loop
+# of T ms reads up to (1 + 4/T) times the link's rate. Give each cell
+# 100 ms or more of traffic (at most 4 % above the link): ITERS=2000 from
+# 4 KiB to 128 KiB; above, 400 to 2 MiB and 50 to 8 MiB at 10 Gb/s, and
+# 200 at 1 Gb/s, where the same bytes take ten times as long. With
+# 200 calls of 64 KiB at 10 Gb/s (13 MB, 11 ms) one side read 1.74 GB/s on
+# a 1.19 GB/s link (2026-12-07).
+#   [ROUNDS=N] [ITERS=N] [WARMUP=N] bench/torchrun_allreduce_bench.sh [RATES] [MIN] [MAX] [OUT_DIR]
 #   (defaults: "10gbit 1gbit" 4K 256M runs/torchrun_allreduce)
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -34,11 +39,12 @@ max=${3:-256M}
 out=${4:-runs/torchrun_allreduce}
 rounds=${ROUNDS:-1}
 iters=${ITERS:-5}
+warmup=${WARMUP:-20}
 scripts/build --target bigbatch >/dev/null
 mkdir -p "$out"
 bytes() { numfmt --from=iec "$1"; }
 algos=auto,ring,halving_doubling,recursive_doubling
-common=(bench allreduce --json --no-memcpy --warmup 1 --iters "$iters" --min-bytes "$min" --max-bytes "$max")
+common=(bench allreduce --json --no-memcpy --warmup "$warmup" --iters "$iters" --min-bytes "$min" --max-bytes "$max")
 for round in $(seq 1 "$rounds"); do
   for rate in $rates; do
     cluster=(scripts/emulated_cluster --hosts 2 --rate "$rate")
@@ -51,7 +57,7 @@ for round in $(seq 1 "$rounds"); do
       >"$out/mpi_${rate}_$round.jsonl"
     for timing in mean median; do
       "${cluster[@]}" --launcher -- scripts/torchrun_hosts -- "$PWD/bench/pytorch_allreduce.py" \
-        --min-bytes "$(bytes "$min")" --max-bytes "$(bytes "$max")" --iters "$iters" --warmup 1 \
+        --min-bytes "$(bytes "$min")" --max-bytes "$(bytes "$max")" --iters "$iters" --warmup "$warmup" \
         --timing "$timing" >"$out/pytorch_gloo_${timing}_${rate}_$round.jsonl"
     done
   done

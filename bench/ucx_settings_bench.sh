@@ -10,7 +10,10 @@
 # A VARIANT is LABEL or "LABEL:VAR=VALUE [VAR=VALUE...]" (one argument;
 # LABEL letters, digits, _ and -, not "mpi"). UCX_RNDV_THRESH=auto is UCX's
 # own default (bigbatch sets RNDV_THRESH=inf when the variable is unset).
-#   [ROUNDS=N] [RATE=10gbit] bench/ucx_settings_bench.sh MIN MAX OUT_DIR VARIANT...
+# ITERS=N (default 5) timed calls per size after WARMUP=N (default 20); give
+# each cell 100 ms of traffic or more, as bench/torchrun_allreduce_bench.sh
+# explains (tc's bucket is 4 ms of it): 5 calls read above the link.
+#   [ROUNDS=N] [RATE=10gbit] [ITERS=N] [WARMUP=N] bench/ucx_settings_bench.sh MIN MAX OUT_DIR VARIANT...
 # e.g. bench/ucx_settings_bench.sh 16K 64M runs/ucx_settings \
 #        ucx_default:UCX_RNDV_THRESH=auto bigbatch_eager \
 #        "seg64k:UCX_TCP_TX_SEG_SIZE=64k UCX_TCP_RX_SEG_SIZE=64k"
@@ -32,7 +35,8 @@ rate=${RATE:-10gbit}
 scripts/build --target bigbatch >/dev/null
 mkdir -p "$out"
 rm -f "$out"/*.jsonl
-common=(bench allreduce --json --no-memcpy --warmup 1 --iters 5 --min-bytes "$min" --max-bytes "$max"
+common=(bench allreduce --json --no-memcpy --warmup "${WARMUP:-20}" --iters "${ITERS:-5}"
+        --min-bytes "$min" --max-bytes "$max"
         --algorithms auto,ring,halving_doubling,recursive_doubling)
 cluster=(scripts/emulated_cluster --hosts 2 --rate "$rate")
 for round in $(seq 1 "$rounds"); do
