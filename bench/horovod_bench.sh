@@ -30,6 +30,9 @@
 #   ddp_bb_fp32         the same, no hook
 #   ddp_gloo_fp16       DDP on gloo with fp16_compress_hook and the view (gloo's
 #                       best there: docs/BENCHMARKS.md), tcmalloc
+#   ddp_no_exchange     a control, not a peer: DDP on the "bigbatch" backend with
+#                       a hook that moves nothing (bench/pytorch_ddp.py --hook
+#                       no_exchange), the DDP rows' ceiling on these ranks
 #   native_hier_fp16    bigbatch train: hierarchical allreduce, fp16 wire
 #   native_hier_fp32    the same, fp32 wire
 # The CNN at CNN_RATE: hvd_fp16_tuned, hvd_fp32, ddp_bb_fp16, native_fp16
@@ -137,6 +140,7 @@ for round in $(seq 1 "$rounds"); do
     ddp_row big_ddp_bb_fp16 big "$rate" 350000 15 bigbatch bb_fp16
     ddp_row big_ddp_bb_fp32 big "$rate" 350000 15 bigbatch none
     ddp_row big_ddp_gloo_fp16 big "$rate" 350000 15 gloo fp16
+    ddp_row big_ddp_no_exchange big "$rate" 350000 15 bigbatch no_exchange
     native_row big_native_hier_fp16 big "$rate" 350000 15 --set comm.allreduce=hierarchical \
       --set ddp.exchange_dtype=fp16
     native_row big_native_hier_fp32 big "$rate" 350000 15 --set comm.allreduce=hierarchical

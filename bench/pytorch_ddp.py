@@ -30,6 +30,9 @@ name bigbatch's own hooks: `bb_fp16`, `bb_bf16` (bigbatch_torch.hooks.fp16 /
 bf16) and `bb_powersgd` (hooks.powersgd with rank `--powersgd-rank`, start
 `--powersgd-start`, factors in `--powersgd-wire`).
 
+`--hook no_exchange` is a control: DDP's buckets and hooks, no bytes moved
+(each rank keeps its own gradients), the ceiling of any exchange's rate.
+
 `--fsdp` (PyTorch 2.x) shards the model with FSDP2 instead of DDP:
 `fully_shard` on each of the model's top-level layers that hold parameters,
 then on the whole model (as torchtitan wraps a model's blocks), so each
@@ -119,7 +122,19 @@ class ResNet(nn.Module):
         return self.fc(F.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
+def no_exchange(state, bucket):
+    """A control, not an exchange: each rank keeps its own gradients. DDP
+    runs as with any hook (buckets, autograd hooks, the future), so a row
+    with it is the step's ceiling for every exchange on the same ranks."""
+    fut = torch.futures.Future()
+    fut.set_result(bucket.buffer())
+    return fut
+
+
 def register_hook(ddp, args):
+    if args.hook == "no_exchange":
+        ddp.register_comm_hook(None, no_exchange)
+        return
     if args.hook.startswith("bb_"):
         import bigbatch_torch
         if args.hook == "bb_fp16":
@@ -239,7 +254,7 @@ def main():
     p.add_argument("--backend", choices=["gloo", "bigbatch"], default="gloo")
     p.add_argument("--hook", choices=["none", "fp16", "bf16", "powersgd", "batched_powersgd",
                                       "powersgd_fp16", "powersgd_bf16",
-                                      "bb_fp16", "bb_bf16", "bb_powersgd"],
+                                      "bb_fp16", "bb_bf16", "bb_powersgd", "no_exchange"],
                    default="none",
                    help="a DDP communication hook of PyTorch's own (default: none)")
     p.add_argument("--powersgd-rank", type=int, default=4)
