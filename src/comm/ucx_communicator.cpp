@@ -8,6 +8,7 @@
 #include <deque>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <optional>
 
 #include <ucp/api/ucp.h>
@@ -202,8 +203,31 @@ class UcxRequest : public Request {
 
 }  // namespace
 
+void UcxCommunicator::setTcpSegmentDefaults() {
+  // TCP segments of 256 KiB, send and receive, unless the user chose either
+  // (UCX refuses a send segment larger than the receive one, so one of ours
+  // beside one of theirs could stop it). With UCX's 8 KiB send and 64 KiB
+  // receive segments a message of 64-512 KiB crosses in several, and the
+  // allreduce ran below the 10 Gb/s link from 128 KiB to 512 KiB (0.89-0.96
+  // of bigbatch on MPI); with 256 KiB, at 0.98-1.02 of it
+  // (docs/BENCHMARKS.md, "Without MPI"). In the environment, not through
+  // ucp_config_modify: UCX 1.13 accepted these names there without an
+  // error, and the same A/B then ran as with UCX's own segments. The
+  // process keeps them (and its children inherit them), as if the user had
+  // set them.
+  if (std::getenv("UCX_TCP_TX_SEG_SIZE") == nullptr &&
+      std::getenv("UCX_TCP_RX_SEG_SIZE") == nullptr) {
+    setenv("UCX_TCP_TX_SEG_SIZE", "256k", /*overwrite=*/0);
+    setenv("UCX_TCP_RX_SEG_SIZE", "256k", /*overwrite=*/0);
+  }
+}
+
 std::unique_ptr<UcxCommunicator> UcxCommunicator::connect(KeyValueStore& store, int rank, int size,
                                                           const UcxOptions& o) {
+  // First, before this process's other ranks (tests run them as threads)
+  // can read the environment in UCX.
+  static std::once_flag segmentDefaults;
+  std::call_once(segmentDefaults, setTcpSegmentDefaults);
   auto world = std::make_shared<World>();
   world->rank = rank;
   world->hosts = store_world::meet(store, rank, size, o.keyPrefix,

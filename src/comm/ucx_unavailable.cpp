@@ -13,4 +13,6 @@ std::unique_ptr<UcxCommunicator> UcxCommunicator::connect(KeyValueStore&, int, i
                  "and rebuild, or set BIGBATCH_TRANSPORT=gloo");
 }
 
+void UcxCommunicator::setTcpSegmentDefaults() {}  // no UCX in this build to tune
+
 }  // namespace bigbatch

@@ -15,11 +15,14 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <mutex>
 #include <numeric>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "bigbatch/collectives/allreduce.h"
 #include "bigbatch/collectives/exact_inputs.h"
@@ -237,6 +240,66 @@ TEST(ConnectOverStore, ASecondWorldInTheSameStoreMeetsAfresh) {
       EXPECT_EQ(errors[static_cast<size_t>(r)], "") << "generation " << generation << ", rank " << r;
     }
   }
+}
+
+// UCX's TCP segments (docs/TORCH_BACKEND.md, "Launching"): bigbatch's
+// 256k pair where the user set neither; both left to the user beside
+// either, since UCX refuses a send segment larger than the receive one and
+// a user's 64k receive segment beside our 256k send one would stop it.
+TEST(UcxTcpSegments, SetWhereTheUserSetNeitherAndLeftAloneBesideEither) {
+  const char* tx = "UCX_TCP_TX_SEG_SIZE";
+  const char* rx = "UCX_TCP_RX_SEG_SIZE";
+  auto get = [](const char* name) {
+    const char* v = std::getenv(name);
+    return v ? std::string(v) : std::string("(unset)");
+  };
+  const std::string savedTx = get(tx), savedRx = get(rx);
+  auto set = [](const char* name, const std::string& v) {
+    if (v == "(unset)") unsetenv(name);
+    else setenv(name, v.c_str(), 1);
+  };
+
+  set(tx, "(unset)");
+  set(rx, "(unset)");
+  UcxCommunicator::setTcpSegmentDefaults();
+  EXPECT_EQ(get(tx), "256k");
+  EXPECT_EQ(get(rx), "256k");
+
+  set(tx, "(unset)");
+  set(rx, "64k");
+  UcxCommunicator::setTcpSegmentDefaults();
+  EXPECT_EQ(get(tx), "(unset)") << "a send segment of ours beside the user's receive one";
+  EXPECT_EQ(get(rx), "64k");
+  // And UCX starts with it: 2 ranks, a message of several segments each way.
+  {
+    InMemoryStore store;
+    std::vector<std::string> errors(2);
+    std::vector<std::thread> threads;
+    for (int r = 0; r < 2; ++r) {
+      threads.emplace_back([&, r] {
+        try {
+          auto comm = connectUcx(store, r, 2, 0, milliseconds(20000));
+          std::vector<int32_t> out(64 * 1024, r), in(out.size(), -1);
+          comm->sendrecv(out.data(), out.size() * 4, 1 - r, in.data(), in.size() * 4, 1 - r, 1);
+          if (in.front() != 1 - r || in.back() != 1 - r) errors[static_cast<size_t>(r)] = "wrong";
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(r)] = e.what();
+        }
+      });
+    }
+    for (auto& t : threads) t.join();
+    EXPECT_EQ(errors[0], "");
+    EXPECT_EQ(errors[1], "");
+  }
+
+  set(tx, "16k");
+  set(rx, "(unset)");
+  UcxCommunicator::setTcpSegmentDefaults();
+  EXPECT_EQ(get(tx), "16k");
+  EXPECT_EQ(get(rx), "(unset)");
+
+  set(tx, savedTx);
+  set(rx, savedRx);
 }
 
 BIGBATCH_INSTANTIATE_STORE_TRANSPORTS(Transports);

@@ -63,9 +63,18 @@ class UcxCommunicator : public Communicator {
   // Collective over `size` ranks sharing `store`: the world size checked on
   // every rank, worker addresses exchanged, every endpoint made, then a
   // barrier (its log2 n rounds wire up the first endpoints; UCX wires the
-  // others at their first message).
+  // others at their first message). The first connect of a process calls
+  // setTcpSegmentDefaults() first.
   static std::unique_ptr<UcxCommunicator> connect(KeyValueStore& store, int rank, int size,
                                                   const UcxOptions& options);
+
+  // UCX's TCP segments as bigbatch runs them: UCX_TCP_TX_SEG_SIZE and
+  // UCX_TCP_RX_SEG_SIZE set to 256k in this process's environment where
+  // neither is set; either one set leaves both to the user and UCX
+  // (docs/TORCH_BACKEND.md, "Launching"). Not safe beside another thread
+  // that reads the environment: connect() calls it once per process, under
+  // a std::once_flag that its other callers wait on.
+  static void setTcpSegmentDefaults();
 
   ~UcxCommunicator() override;
   UcxCommunicator(const UcxCommunicator&) = delete;
