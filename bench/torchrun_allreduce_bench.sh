@@ -22,13 +22,15 @@
 # 20: bigbatch's `auto` tunes in its first 18 calls) untimed calls just
 # before them. A shaped link's bucket (tbf's: rate / 250, 4 ms of traffic)
 # fills whenever the link idles or runs below its rate, so a timed loop can
-# start with it full and move its first 4 ms of bytes at veth speed: a loop
-# of T ms reads up to (1 + 4/T) times the link's rate. Give each cell
-# 100 ms or more of traffic (at most 4 % above the link): ITERS=2000 from
-# 4 KiB to 128 KiB; above, 400 to 2 MiB and 50 to 8 MiB at 10 Gb/s, and
-# 200 at 1 Gb/s, where the same bytes take ten times as long. With
-# 200 calls of 64 KiB at 10 Gb/s (13 MB, 11 ms) one side read 1.74 GB/s on
-# a 1.19 GB/s link (2026-12-07).
+# start with it full and move its first bucketful at veth speed: a loop
+# that moves N buckets of bytes reads up to N / (N - 1) times the link's
+# rate. Give each cell about 25 buckets (100 ms at the link's rate: at most
+# about 4 % above it) where a side can fill the link: ITERS=2000 from 4 KiB
+# to 128 KiB (the smaller sizes run below the link at 10 Gb/s); above,
+# 500 to 2 MiB and 50 to 8 MiB at 10 Gb/s, and 200 at 1 Gb/s, where the
+# same bytes take ten times as long. With 200 calls of 64 KiB at 10 Gb/s
+# (13 MB, 2.6 buckets) one side read 1.74 GB/s on a 1.19 GB/s link
+# (2026-12-07). The default of 5 calls is for a quick look, not a table.
 #   [ROUNDS=N] [ITERS=N] [WARMUP=N] bench/torchrun_allreduce_bench.sh [RATES] [MIN] [MAX] [OUT_DIR]
 #   (defaults: "10gbit 1gbit" 4K 256M runs/torchrun_allreduce)
 set -euo pipefail

@@ -8,10 +8,13 @@
 # ring, halving_doubling, recursive_doubling), and its ratio to MPI's.
 #
 # A VARIANT is LABEL or "LABEL:VAR=VALUE [VAR=VALUE...]" (one argument;
-# LABEL letters, digits, _ and -, not "mpi"). UCX_RNDV_THRESH=auto is UCX's
-# own default (bigbatch sets RNDV_THRESH=inf when the variable is unset).
+# LABEL letters, digits, _ and -, not "mpi"). bigbatch changes three of
+# UCX's defaults where their variables are unset: RNDV_THRESH (inf), and
+# TCP_TX_SEG_SIZE and TCP_RX_SEG_SIZE (256k, both, where neither is set).
+# UCX's own: "ucx_own:UCX_RNDV_THRESH=auto UCX_TCP_TX_SEG_SIZE=8k
+# UCX_TCP_RX_SEG_SIZE=64k".
 # ITERS=N (default 5) timed calls per size after WARMUP=N (default 20); give
-# each cell 100 ms of traffic or more, as bench/torchrun_allreduce_bench.sh
+# each cell about 100 ms of traffic, as bench/torchrun_allreduce_bench.sh
 # explains (tc's bucket is 4 ms of it): 5 calls read above the link.
 #   [ROUNDS=N] [RATE=10gbit] [ITERS=N] [WARMUP=N] bench/ucx_settings_bench.sh MIN MAX OUT_DIR VARIANT...
 # e.g. bench/ucx_settings_bench.sh 16K 64M runs/ucx_settings \
