@@ -261,6 +261,7 @@ class GlooRequest : public Request {
 std::unique_ptr<GlooCommunicator> GlooCommunicator::connect(KeyValueStore& store, int rank,
                                                             int size, const GlooOptions& o) {
   const auto deadline = Clock::now() + o.timeout;
+  setErrorRank(rank);  // a refusal while connecting names this rank, not 0
   auto world = std::make_shared<World>();
   world->hosts = store_world::meet(store, rank, size, o.keyPrefix,
                                    o.hostName.empty() ? store_world::thisHostName() : o.hostName,
@@ -317,7 +318,6 @@ std::unique_ptr<GlooCommunicator> GlooCommunicator::connect(KeyValueStore& store
   auto comm = std::unique_ptr<GlooCommunicator>(
       new GlooCommunicator(std::move(world), std::move(members), kWorldSpace));
   comm->setTimeoutMs(o.timeout.count());
-  setErrorRank(rank);
   return comm;
 }
 

@@ -228,6 +228,7 @@ std::unique_ptr<UcxCommunicator> UcxCommunicator::connect(KeyValueStore& store, 
   // can read the environment in UCX.
   static std::once_flag segmentDefaults;
   std::call_once(segmentDefaults, setTcpSegmentDefaults);
+  setErrorRank(rank);  // a refusal while connecting names this rank, not 0
   auto world = std::make_shared<World>();
   world->rank = rank;
   world->hosts = store_world::meet(store, rank, size, o.keyPrefix,
@@ -281,15 +282,24 @@ std::unique_ptr<UcxCommunicator> UcxCommunicator::connect(KeyValueStore& store, 
     ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
     ep.err_handler.cb = onPeerError;
     ep.err_handler.arg = world.get();
-    checkUcs(ucp_ep_create(world->worker, &ep, &world->endpoints[static_cast<size_t>(r)]),
-             "ucp_ep_create");
+    const ucs_status_t made =
+        ucp_ep_create(world->worker, &ep, &world->endpoints[static_cast<size_t>(r)]);
+    // UCX finds no transport to rank r that reports a peer's failure, which
+    // bigbatch asks for (UCP_ERR_HANDLING_MODE_PEER) to name failed ranks:
+    // UCX's shared-memory transports do not, so UCX_TLS without tcp ends here.
+    BIGBATCH_REQUIRE(made == UCS_OK, IoError,
+                     "UCX could not reach rank {} ({}): bigbatch needs a UCX transport to it "
+                     "that reports a peer's failure, as TCP does; UCX_TLS is {} (include tcp "
+                     "where it is set) and UCX_NET_DEVICES {}; BIGBATCH_TRANSPORT=gloo avoids UCX",
+                     r, ucs_status_string(made),
+                     std::getenv("UCX_TLS") ? std::getenv("UCX_TLS") : "unset",
+                     std::getenv("UCX_NET_DEVICES") ? std::getenv("UCX_NET_DEVICES") : "unset");
   }
   std::vector<int> members(static_cast<size_t>(size));
   for (int r = 0; r < size; ++r) members[static_cast<size_t>(r)] = r;
   auto comm = std::unique_ptr<UcxCommunicator>(
       new UcxCommunicator(std::move(world), std::move(members), kWorldSpace));
   comm->setTimeoutMs(o.timeout.count());
-  setErrorRank(rank);
   comm->barrier();  // every endpoint wired up, or the failure named now
   return comm;
 }

@@ -6,6 +6,7 @@
 // a loopback listen address across hosts.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <string>
 #include <thread>
 #include <vector>
@@ -190,6 +191,24 @@ TEST(GlooCommunicator, LoopbackAcrossHostsRefusedOnEveryRank) {
   for (const std::string& e : errors) {
     EXPECT_NE(e.find("loopback address 127.0.0.1"), std::string::npos) << e;
     EXPECT_NE(e.find("BIGBATCH_SOCKET_IFNAME"), std::string::npos) << e;
+  }
+}
+
+// UCX_TLS without tcp leaves UCX only transports that do not report a
+// peer's failure: every rank refuses in one line naming UCX_TLS and the way
+// out, instead of UCX's bare "Destination is unreachable".
+TEST(UcxCommunicator, TransportsWithoutPeerFailureRefusedOnEveryRank) {
+  const char* old = std::getenv("UCX_TLS");
+  const std::string saved = old ? old : "";
+  setenv("UCX_TLS", "shm,self", 1);
+  const auto errors = onRanks(2, connectUcx, [](Communicator&) {});
+  if (old) setenv("UCX_TLS", saved.c_str(), 1);
+  else unsetenv("UCX_TLS");
+  for (int r = 0; r < 2; ++r) {
+    const std::string& e = errors[static_cast<size_t>(r)];
+    EXPECT_NE(e.find("UCX could not reach rank " + std::to_string(1 - r)), std::string::npos) << e;
+    EXPECT_NE(e.find("UCX_TLS is shm,self (include tcp"), std::string::npos) << e;
+    EXPECT_NE(e.find("BIGBATCH_TRANSPORT=gloo"), std::string::npos) << e;
   }
 }
 

@@ -20,6 +20,7 @@
 #include <functional>
 #include <mutex>
 #include <numeric>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <vector>
@@ -271,26 +272,12 @@ TEST(UcxTcpSegments, SetWhereTheUserSetNeitherAndLeftAloneBesideEither) {
   EXPECT_EQ(get(tx), "(unset)") << "a send segment of ours beside the user's receive one";
   EXPECT_EQ(get(rx), "64k");
   // And UCX starts with it: 2 ranks, a message of several segments each way.
-  {
-    InMemoryStore store;
-    std::vector<std::string> errors(2);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < 2; ++r) {
-      threads.emplace_back([&, r] {
-        try {
-          auto comm = connectUcx(store, r, 2, 0, milliseconds(20000));
-          std::vector<int32_t> out(64 * 1024, r), in(out.size(), -1);
-          comm->sendrecv(out.data(), out.size() * 4, 1 - r, in.data(), in.size() * 4, 1 - r, 1);
-          if (in.front() != 1 - r || in.back() != 1 - r) errors[static_cast<size_t>(r)] = "wrong";
-        } catch (const std::exception& e) {
-          errors[static_cast<size_t>(r)] = e.what();
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
-    EXPECT_EQ(errors[0], "");
-    EXPECT_EQ(errors[1], "");
-  }
+  expectNoErrors(onRanks(2, connectUcx, [](Communicator& comm) {
+    const int r = comm.rank();
+    std::vector<int32_t> out(64 * 1024, r), in(out.size(), -1);
+    comm.sendrecv(out.data(), out.size() * 4, 1 - r, in.data(), in.size() * 4, 1 - r, 1);
+    if (in.front() != 1 - r || in.back() != 1 - r) throw std::runtime_error("wrong bytes");
+  }));
 
   set(tx, "16k");
   set(rx, "(unset)");

@@ -1,8 +1,9 @@
 // The fixture both store-transport test files share: a Communicator over
 // Gloo or UCX per rank, each rank a thread of this process, an in-memory
-// store between them (StoreCommunicator::runRanks), and the instantiation
-// over both transports. Threading: runRanks starts one thread per rank and
-// joins them all before it returns.
+// store between them (onRanks, and StoreCommunicator::runRanks over the
+// transport under test), and the instantiation over both transports.
+// Threading: onRanks starts one thread per rank and joins them all before
+// it returns.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -60,6 +61,29 @@ inline bool isBroken(Communicator& comm) {
   return dynamic_cast<UcxCommunicator&>(comm).broken();
 }
 
+// Runs fn on n ranks (threads), each connected by `connect` through one
+// in-memory store; returns each rank's error ("" if none).
+inline std::vector<std::string> onRanks(int n, const Connect& connect,
+                                        const std::function<void(Communicator&)>& fn,
+                                        int ranksPerHost = 0,
+                                        milliseconds timeout = milliseconds(30000)) {
+  InMemoryStore store;
+  std::vector<std::string> errors(static_cast<size_t>(n));
+  std::vector<std::thread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      try {
+        auto comm = connect(store, r, n, ranksPerHost, timeout);
+        fn(*comm);
+      } catch (const std::exception& e) {
+        errors[static_cast<size_t>(r)] = e.what();
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  return errors;
+}
+
 class StoreCommunicator : public ::testing::TestWithParam<Transport> {
  protected:
   std::unique_ptr<Communicator> connect(KeyValueStore& store, int rank, int size,
@@ -71,21 +95,7 @@ class StoreCommunicator : public ::testing::TestWithParam<Transport> {
   // Runs fn on n ranks (threads); returns each rank's error ("" if none).
   std::vector<std::string> runRanks(int n, const std::function<void(Communicator&)>& fn,
                                     int ranksPerHost = 0) {
-    InMemoryStore store;
-    std::vector<std::string> errors(static_cast<size_t>(n));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < n; ++r) {
-      threads.emplace_back([&, r] {
-        try {
-          auto comm = connect(store, r, n, ranksPerHost);
-          fn(*comm);
-        } catch (const std::exception& e) {
-          errors[static_cast<size_t>(r)] = e.what();
-        }
-      });
-    }
-    for (auto& t : threads) t.join();
-    return errors;
+    return onRanks(n, GetParam().connect, fn, ranksPerHost);
   }
 };
 
