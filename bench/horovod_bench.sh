@@ -31,7 +31,7 @@
 #   ddp_gloo_fp16       DDP on gloo with fp16_compress_hook and the view (gloo's
 #                       best there: docs/BENCHMARKS.md), tcmalloc
 #   ddp_no_exchange     a control, not a peer: DDP on the "bigbatch" backend with
-#                       a hook that moves nothing (bench/pytorch_ddp.py --hook
+#                       a hook that moves no gradient (bench/pytorch_ddp.py --hook
 #                       no_exchange), the DDP rows' ceiling on these ranks
 #   native_hier_fp16    bigbatch train: hierarchical allreduce, fp16 wire
 #   native_hier_fp32    the same, fp32 wire

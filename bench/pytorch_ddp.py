@@ -30,7 +30,7 @@ name bigbatch's own hooks: `bb_fp16`, `bb_bf16` (bigbatch_torch.hooks.fp16 /
 bf16) and `bb_powersgd` (hooks.powersgd with rank `--powersgd-rank`, start
 `--powersgd-start`, factors in `--powersgd-wire`).
 
-`--hook no_exchange` is a control: DDP's buckets and hooks, no bytes moved
+`--hook no_exchange` is a control: DDP's buckets and hooks, no gradient moved
 (each rank keeps its own gradients), the ceiling of any exchange's rate.
 
 `--fsdp` (PyTorch 2.x) shards the model with FSDP2 instead of DDP:
