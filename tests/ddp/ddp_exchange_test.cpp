@@ -56,10 +56,7 @@ TEST(Ddp, HalfExchangeMatchesFloatExchangeWithinRounding) {
       o.fusionBytes = 64;
       JobCollectives job(comm);
       DistributedDataParallel ddp(net, job, o);
-      ddp.zeroGrad();
-      ddp.beginBackward(true);
-      net.forward(inputFor(r)).pow(2).sum().backward();
-      ddp.finishBackward();
+      backwardStep(ddp, net, inputFor(r));
       if (r != 0) return;
       auto params = net.parameters();
       for (size_t i = 0; i < params.size(); ++i) {
@@ -94,10 +91,7 @@ TEST(Ddp, HostStagedExchangeEqualsTheDirectOneBitForBit) {
           JobCollectives job(comm);
           DistributedDataParallel ddp(net, job, o);
           for (int round = 0; round < 2; ++round) {
-            ddp.zeroGrad();
-            ddp.beginBackward(true);
-            net.forward(inputFor(r).mul(round + 1)).pow(2).sum().backward();
-            ddp.finishBackward();
+            backwardStep(ddp, net, inputFor(r).mul(round + 1));
             if (r != 1) continue;
             for (auto& p : net.parameters())
               (stage ? staged : direct)[round].push_back(p.grad().clone());
@@ -143,10 +137,7 @@ TEST(Ddp, StagedPartitionStepsEqualTheDirectPartitionBitForBit) {
           std::unique_ptr<Optimizer> opt = makeRunOptimizer(net, ddp, oo);
           for (int step = 0; step < 3; ++step) {
             ddp.waitWeights();
-            ddp.zeroGrad();
-            ddp.beginBackward(true);
-            net.forward(inputFor(r).mul(step + 1)).pow(2).sum().backward();
-            ddp.finishBackward();
+            backwardStep(ddp, net, inputFor(r).mul(step + 1));
             StepHyper h;
             h.lr = name == "lamb" ? 0.01 : 0.1;
             ASSERT_TRUE(opt->step(h).applied);
@@ -205,10 +196,7 @@ TEST(Ddp, PartitionedShardsTileTheModelAndHoldTheSummedGradients) {
       DistributedDataParallel ddp(net, job, o);
       ASSERT_TRUE(ddp.partitioned());
       ddp.verifyIdentical();
-      ddp.zeroGrad();
-      ddp.beginBackward(true);
-      net.forward(inputFor(r)).pow(2).sum().backward();
-      ddp.finishBackward();
+      backwardStep(ddp, net, inputFor(r));
       auto params = net.parameters();
       // Re-pointed into the buckets, every parameter still starts 64-byte
       // aligned, as kernels that vectorise their loads need (cuDNN's NHWC

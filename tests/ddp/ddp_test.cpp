@@ -84,10 +84,7 @@ TEST(Ddp, SummedGradientsMatchReferenceAcrossBuckets) {
       EXPECT_GT(ddp.buckets().size(), 2u);
       ddp.verifyIdentical();
       for (int round = 0; round < 2; ++round) {  // zeroGrad must reset the buckets
-        ddp.zeroGrad();
-        ddp.beginBackward(true);
-        net.forward(inputFor(r)).pow(2).sum().backward();
-        ddp.finishBackward();
+        backwardStep(ddp, net, inputFor(r));
         auto params = net.parameters();
         for (size_t i = 0; i < params.size(); ++i) {
           if (!want[i].defined()) {
@@ -116,10 +113,7 @@ TEST(Ddp, OneRankKeepsViewsOnTheCpuAndUnboundBucketsLeaveTheGradientsToAutograd)
     o.allreduce = "ring";
     JobCollectives job(comm);
     DistributedDataParallel ddp(net, job, o);
-    ddp.zeroGrad();
-    ddp.beginBackward(true);
-    net.forward(inputFor(0)).pow(2).sum().backward();
-    ddp.finishBackward();
+    backwardStep(ddp, net, inputFor(0));
     if (r != 0) return;
     for (auto& p : net.parameters()) {
       EXPECT_TRUE(p.grad().is_view()) << "two ranks: the gradients are views into the buckets";

@@ -29,6 +29,16 @@ struct Net : torch::nn::Module {
   torch::nn::Linear a{nullptr}, b{nullptr}, unused{nullptr};
 };
 
+// One step's backward through DDP: gradients zeroed, the exchange armed,
+// sum(net(x)^2) backpropagated, the exchange finished.
+template <class Ddp>
+void backwardStep(Ddp& ddp, Net& net, const torch::Tensor& x) {
+  ddp.zeroGrad();
+  ddp.beginBackward(true);
+  net.forward(x).pow(2).sum().backward();
+  ddp.finishBackward();
+}
+
 // Runs fn(rank, comm, net) on `n` threads with nets built beforehand from
 // `seeds[rank]` (libtorch's RNG is global, so not inside the threads).
 inline void withRanks(int n, std::vector<int> seeds,
