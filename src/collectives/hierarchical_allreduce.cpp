@@ -1,5 +1,7 @@
 #include "bigbatch/collectives/algorithms.h"
 #include "bigbatch/collectives/collectives.h"
+#include "shared_memory_allgather.h"
+#include "shared_memory_reduce_scatter.h"
 
 namespace bigbatch {
 
@@ -10,9 +12,16 @@ void HierarchicalAllreduce::reduce(Communicator& comm, void* data, size_t count,
   Communicator& cross = comm.crossHostComm();
   const bool uniform = comm.uniformHosts();  // collective on first use: every rank calls it
 
-  // (1) Sum inside the host through shared memory.
-  SharedMemoryAllreduce(inner).run(host, data, count, type);
-  if (comm.localSize() == comm.size()) return;  // one host: done
+  // (1) Sum inside the host through shared memory: all of it where one
+  // host is all (done then) or where the leader alone crosses hosts; with
+  // equal ranks per host each local rank needs only its own block's sum.
+  const bool oneHost = comm.localSize() == comm.size();
+  if (oneHost || !uniform) {
+    SharedMemoryAllreduce(inner).run(host, data, count, type);
+    if (oneHost) return;
+  } else {
+    sharedMemoryReduceScatter(host, data, count, type, options_.shmChunkBytes);
+  }
 
   // (2) Across hosts: rings for large blocks, recursive doubling for small ones.
   const size_t elem = elementSize(type);
@@ -29,8 +38,8 @@ void HierarchicalAllreduce::reduce(Communicator& comm, void* data, size_t count,
     const int l = host.rank(), L = host.size();
     const size_t lo = chunkBegin(count, L, l), hi = chunkBegin(count, L, l + 1);
     interHost(hi - lo)->run(cross, bytes + lo * elem, hi - lo, type);
-    // (3) Every local rank brings its block home.
-    allgather(host, data, count, type);
+    // (3) Every local rank brings its block home, through shared memory.
+    sharedMemoryAllgather(host, data, count, type, options_.shmChunkBytes);
   } else {
     if (host.rank() == 0) interHost(count)->run(cross, data, count, type);
     broadcast(host, data, count * elem, 0);

@@ -85,6 +85,35 @@ INSTANTIATE_TEST_SUITE_P(InProcess, AllreduceSweep, ::testing::ValuesIn(cases())
                            return name;
                          });
 
+// The hierarchical allreduce's two shared-memory phases (an allreduce, then
+// an allgather) share one staging segment and its counters: back-to-back
+// calls of different counts, with many 64-element chunks each, must never
+// read a buffer a peer is already refilling.
+TEST(Allreduce, HierarchicalBackToBackCallsStayExact) {
+  AllreduceOptions o;
+  o.shmChunkBytes = 12;  // 64-element chunks
+  auto algo = makeAllreduce("hierarchical", o);
+  for (int perHost : {2, 3}) {
+    std::mutex m;
+    std::vector<std::string> failures;
+    runInProcess(6, [&](Communicator& comm) {
+      for (size_t count : {size_t{1000}, size_t{7}, size_t{4097}, size_t{64}, size_t{2500}}) {
+        for (DataType t : {DataType::kFloat32, DataType::kFloat16}) {
+          auto buf = makeInput(t, count, comm.rank());
+          algo->run(comm, buf.data(), count, t);
+          std::string first;
+          if (countWrong(t, buf, count, 6, &first)) {
+            std::lock_guard<std::mutex> lock(m);
+            failures.push_back("rank " + std::to_string(comm.rank()) + " count " +
+                               std::to_string(count) + ": first wrong at " + first);
+          }
+        }
+      }
+    }, perHost);
+    EXPECT_TRUE(failures.empty()) << perHost << " per host: " << failures.front();
+  }
+}
+
 TEST(Allreduce, SizeMismatchFailsOnEveryRank) {
   for (const char* a : {"ring", "halving_doubling", "recursive_doubling", "shm", "hierarchical"}) {
     auto algo = makeAllreduce(a);

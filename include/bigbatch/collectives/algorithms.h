@@ -75,13 +75,16 @@ class SharedMemoryAllreduce : public Allreduce {
   void reduce(Communicator& comm, void* data, size_t count, DataType type) override;
 };
 
-// Hierarchical (two levels, as in the 2048-GPU ImageNet runs): (1) allreduce
-// inside each host (shared memory when the transport has it, else ring);
-// (2) with equal ranks per host, local rank l allreduces block l (S/L bytes)
-// with its same-local-rank peers on the other hosts, so every rank's link
-// works at once; otherwise local rank 0 allreduces the whole buffer among
-// the hosts' leaders; (3) inside each host, an allgather of the L blocks (or
-// a broadcast from the leader). Inter-host step uses ring for blocks of at
+// Hierarchical (two levels, as in the 2048-GPU ImageNet runs): (1) inside
+// each host through shared memory, a reduce-scatter of the L local blocks
+// with equal ranks per host (each local rank then holds its block's sum),
+// else an allreduce; (2) with equal ranks per host, local rank l allreduces
+// block l (S/L bytes) with its same-local-rank peers on the other hosts, so
+// every rank's link works at once; otherwise local rank 0 allreduces the
+// whole buffer among the hosts' leaders; (3) inside each host, an allgather
+// of the L blocks through shared memory (or a broadcast from the leader).
+// The shared-memory phases: shared_memory_reduce_scatter.h and
+// shared_memory_allgather.h. Inter-host step uses ring for blocks of at
 // least options.segmentBytes (256 KiB where 0, on every transport) and
 // recursive doubling below.
 // Bytes across hosts per rank: 2·(S/L)·(h-1)/h for h hosts; the intra-host
