@@ -86,7 +86,11 @@ CommCost hierarchicalCost(double bytes, const Cluster& c) {
   Cluster node = c;  // one node alone
   node.devices = g;
   CommCost cost;
-  if (g > 1) cost += ringCost(bytes, g, node);
+  if (g > 1 && h == 1) cost += ringCost(bytes, g, node);  // one node: its allreduce alone
+  if (g > 1 && h > 1) {  // reduce-scatter of the G blocks inside the node
+    cost.intraMessages += g - 1;
+    cost.intraBytes += (g - 1) * bytes / g;
+  }
   if (h > 1) {
     // All G local ranks reduce their block across the nodes at once; in the
     // node-level collective a node's link carries the G blocks, i.e. the
@@ -99,7 +103,7 @@ CommCost hierarchicalCost(double bytes, const Cluster& c) {
                                                     : recursiveDoublingCost(bytes, h, across);
     cost += inter;
   }
-  if (g > 1) {  // allgather of the G blocks inside the node
+  if (g > 1 && h > 1) {  // allgather of the G blocks inside the node
     cost.intraMessages += g - 1;
     cost.intraBytes += (g - 1) * bytes / g;
   }

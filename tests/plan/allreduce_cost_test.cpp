@@ -93,17 +93,21 @@ TEST(AllreduceCost, RecursiveDoublingFoldsANonPowerOfTwo) {
 }
 
 TEST(AllreduceCost, HierarchicalRingAcrossForLargeBlocks) {
-  // 8 devices, 4 per node: intra ring (6 steps of S/4), inter ring between 2
-  // nodes on blocks of S/4 = 2 MB >= 256 KiB × 2 (2 steps, S/2 each through
-  // the link), allgather inside (3 messages of S/4).
-  expectCounts(allreduceCost("hierarchical", S, cluster(8, 4)), 6 + 3, 6 * S / 4 + 3 * S / 4, 2,
+  // 8 devices, 4 per node: intra reduce-scatter (3 messages of S/4), inter
+  // ring between 2 nodes on blocks of S/4 = 2 MB >= 256 KiB × 2 (2 steps, S/2
+  // each through the link), allgather inside (3 messages of S/4).
+  expectCounts(allreduceCost("hierarchical", S, cluster(8, 4)), 3 + 3, 3 * S / 4 + 3 * S / 4, 2,
                2 * S / 2);
+}
+
+TEST(AllreduceCost, HierarchicalOnOneNodeIsItsAllreduce) {
+  expectCounts(allreduceCost("hierarchical", S, cluster(4, 4)), 6, 6 * S / 4, 0, 0);
 }
 
 TEST(AllreduceCost, HierarchicalRecursiveDoublingAcrossForSmallBlocks) {
   // 16 nodes of 4: block S/4 = 64 KB < 256 KiB × 16: 4 rounds of S.
   const double small = 256e3;
-  expectCounts(allreduceCost("hierarchical", small, cluster(64, 4)), 9, 9 * small / 4, 4,
+  expectCounts(allreduceCost("hierarchical", small, cluster(64, 4)), 6, 6 * small / 4, 4,
                4 * small);
 }
 
@@ -114,7 +118,7 @@ TEST(AllreduceCost, Torus2dReduceScattersInsideTheNode) {
 TEST(AllreduceCost, SecondsAreLinearInAlphaAndBeta) {
   const Cluster c = cluster(8, 4);
   const CommCost cost = allreduceCost("hierarchical", S, c);
-  const double expected = 9 * 2e-6 + (9 * S / 4) * 8 / 800e9 + 2 * 5e-6 + S * 8 / 100e9;
+  const double expected = 6 * 2e-6 + (6 * S / 4) * 8 / 800e9 + 2 * 5e-6 + S * 8 / 100e9;
   EXPECT_NEAR(cost.seconds(c), expected, 1e-15);
 }
 

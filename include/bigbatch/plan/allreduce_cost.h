@@ -17,9 +17,11 @@
 //                     link, which carries G messages.
 //   recursive_doubling  fold, then log2(p) rounds of S to partners at
 //                     distance 1, 2, 4, ...; off-node rounds as above.
-//   hierarchical      (1) ring allreduce inside each node (2(G-1) messages
-//                     of S/G); (2) each local rank allreduces its block of S/G
-//                     with its peers on the other h-1 nodes — all G at once
+//   hierarchical      (1) reduce-scatter inside each node (G-1 messages of
+//                     S/G; on one node a ring allreduce, 2(G-1) messages of
+//                     S/G, and nothing else); (2) each local rank allreduces
+//                     its block of S/G with its peers on the other h-1
+//                     nodes — all G at once
 //                     through the node's link: a ring (2(h-1) messages of
 //                     S/(G·h) each, 2(h-1)/h·S bytes through the link) when
 //                     the block is >= kRingSegmentBytes·h, else recursive
