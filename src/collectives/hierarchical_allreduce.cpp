@@ -1,7 +1,6 @@
 #include "bigbatch/collectives/algorithms.h"
 #include "bigbatch/collectives/collectives.h"
-#include "shared_memory_allgather.h"
-#include "shared_memory_reduce_scatter.h"
+#include "shared_memory_blocks.h"
 
 namespace bigbatch {
 

@@ -83,10 +83,9 @@ class SharedMemoryAllreduce : public Allreduce {
 // every rank's link works at once; otherwise local rank 0 allreduces the
 // whole buffer among the hosts' leaders; (3) inside each host, an allgather
 // of the L blocks through shared memory (or a broadcast from the leader).
-// The shared-memory phases: shared_memory_reduce_scatter.h and
-// shared_memory_allgather.h. Inter-host step uses ring for blocks of at
-// least options.segmentBytes (256 KiB where 0, on every transport) and
-// recursive doubling below.
+// The shared-memory phases: src/collectives/shared_memory_blocks.h. The
+// inter-host step uses ring for blocks of at least options.segmentBytes
+// (256 KiB where 0, on every transport) and recursive doubling below.
 // Bytes across hosts per rank: 2·(S/L)·(h-1)/h for h hosts; the intra-host
 // phases move only memory.
 class HierarchicalAllreduce : public Allreduce {
