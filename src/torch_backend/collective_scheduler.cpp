@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "bigbatch/comm/peer_wait.h"
 #include "bigbatch/common/error.h"
 #include "bigbatch/common/logging.h"
 
@@ -129,15 +128,6 @@ bool CollectiveScheduler::next(std::unique_lock<std::mutex>& lock, Queued& out) 
 }
 
 void CollectiveScheduler::loop() {
-  // Its waits for peers sleep instead of yielding, as the trainer's
-  // communication thread's do (comm/peer_wait.h): DDP's buckets overlap
-  // backward, whose threads share the rank's cores with this one, and a
-  // waiting loop that keeps yielding hands the core back to it only at the
-  // scheduler's next tick. Measured with DDP on 2 x 2 emulated hosts sharing
-  // 2 cores (docs/BENCHMARKS.md): the first 7 MB bucket's allreduce, which
-  // runs during backward, took 0.11 s (median) sleeping against 0.22-0.35 s
-  // yielding; on its own it takes 0.06-0.07 s.
-  PeerWait::setBackground(true);
   std::unique_lock<std::mutex> lock(mutex_);
   Queued q;
   while (next(lock, q)) {

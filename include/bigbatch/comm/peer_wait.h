@@ -8,13 +8,12 @@
 //  - the compute thread (the default) yields: it owns its core, and every
 //    microsecond of its wait is exposed step time;
 //  - a thread marked with setBackground(true) — the gradient exchange's
-//    communication thread, and the torch.distributed backend's — sleeps,
-//    5 µs at first and doubling up to 200 µs. On CPU training it shares
-//    its rank's core(s) with backward, and a waiting loop that keeps
-//    yielding keeps taking the core back: measured on 2 ranks × 1 thread,
-//    overlapping the exchange that way cost 2 % of the ResNet's throughput
-//    (docs/BENCHMARKS.md). A sleep overshoots a late peer by at most its
-//    current step, hidden behind backward.
+//    communication thread — sleeps, 5 µs at first and doubling up to
+//    200 µs. On CPU training it shares its rank's core(s) with backward,
+//    and a waiting loop that keeps yielding keeps taking the core back:
+//    measured on 2 ranks × 1 thread, overlapping the exchange that way cost
+//    2 % of the ResNet's throughput (docs/BENCHMARKS.md). A sleep overshoots
+//    a late peer by at most its current step, hidden behind backward.
 //
 // Threading: the mark is per thread (thread_local); PeerWait objects are
 // used by one thread.
