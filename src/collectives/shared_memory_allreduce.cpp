@@ -8,10 +8,13 @@
 namespace bigbatch {
 
 size_t SharedMemoryAllreduce::chunkElements(size_t chunkBytes, DataType type) {
-  // A multiple of 64 elements keeps every rank's slice boundary off shared
-  // cache lines for small n.
-  const size_t elems = std::max<size_t>(64, chunkBytes / elementSize(type));
-  return elems / 64 * 64;
+  // Whole 512-byte units (64 elements of the widest type: every rank's slice
+  // boundary stays off shared cache lines for small n), so that the staging
+  // chunk has the same bytes for every element type: the double buffers then
+  // lie at the same offsets in every call, and a call of one type never
+  // writes where a peer still reads the previous call's buffer of another.
+  const size_t bytes = std::max<size_t>(512, chunkBytes / 512 * 512);
+  return bytes / elementSize(type);
 }
 
 void SharedMemoryAllreduce::reduce(Communicator& comm, void* data, size_t count, DataType type) {

@@ -2,13 +2,11 @@
 // host, through the shared-memory staging segment of SharedMemoryAllreduce:
 // the hierarchical allreduce's in-host phases (1) and (3) where every host
 // has the same number of ranks. Each local rank sends only its own block
-// across the hosts, so it needs that block's sum alone before, and the
-// others' blocks after. Before these, phase (1) was a full shared-memory
-// allreduce (the peers' sums copied out for nothing) and phase (3) an
-// allgather through the host communicator's sends (on MPI its
-// shared-memory transport): 4-64 MiB of fp16 on 2 x 2 emulated hosts at
-// 1 Gb/s took 4-8 % more time a call (docs/BENCHMARKS.md, "Horovod as the
-// peer").
+// across the hosts, so it needs that block's sum alone before (a full
+// allreduce would also copy out the peers' sums), and the peers' blocks
+// after — through shared memory, not the host communicator's sends: that
+// allgather made 16-64 MiB of fp16 on 2 x 2 emulated hosts at 1 Gb/s take
+// 4-5 % more time a call (docs/BENCHMARKS.md, "Horovod as the peer").
 //
 // Blocks are those of reduceScatter() and allgather() (collectives.h):
 // rank r's block is [chunkBegin(count, n, r), chunkBegin(count, n, r + 1)).
@@ -17,7 +15,8 @@
 // two arrivals per chunk and the double buffer chosen by (step / 2) % 2 of
 // SharedMemoryAllreduce, on the same segment and counters — so a call of
 // any of the three may follow another: a rank writes a buffer again only
-// after every peer has arrived past its reads of it.
+// after every peer has arrived past its reads of it (the buffers lie at the
+// same offsets for every element type: SharedMemoryAllreduce::chunkElements).
 //  - reduce-scatter: the chunk is cut into n pieces of C/n; every rank
 //    copies the next piece of each peer's block into that peer's piece of
 //    its buffer, arrives, waits for all, sums its own block's piece from

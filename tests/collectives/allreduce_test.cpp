@@ -29,8 +29,8 @@ TEST_P(AllreduceSweep, ExactSumsEveryWorldSizeAndCount) {
   for (size_t segmentBytes : {size_t{0}, size_t{256 * 1024}, size_t{12}}) {
     AllreduceOptions o;
     o.segmentBytes = segmentBytes;
-    // 12 B -> 64-element chunks: many chunks per call (0: the transport's
-    // segment, the default chunk)
+    // 12 B -> the smallest chunk, 512 B (128 fp32 or 256 fp16 elements):
+    // many chunks per call (0: the transport's segment, the default chunk)
     if (segmentBytes > 0) o.shmChunkBytes = segmentBytes;
     auto algo = makeAllreduce(c.algorithm, o);
     for (int n = 1; n <= 8; ++n) {
@@ -85,27 +85,33 @@ INSTANTIATE_TEST_SUITE_P(InProcess, AllreduceSweep, ::testing::ValuesIn(cases())
                            return name;
                          });
 
-// The hierarchical allreduce's two shared-memory phases (an allreduce, then
-// an allgather) share one staging segment and its counters: back-to-back
-// calls of different counts, with many 64-element chunks each, must never
-// read a buffer a peer is already refilling.
+// The hierarchical allreduce's shared-memory phases (a reduce-scatter, then
+// an allgather) share one staging segment and its counters with each other
+// and with the shared-memory allreduce: back-to-back calls of different
+// counts (some below the ranks per host: empty blocks) and element types,
+// with many of the smallest chunks each and no argument check between them
+// (as DDP and the torch backend run), must never read a buffer a peer is
+// already refilling.
 TEST(Allreduce, HierarchicalBackToBackCallsStayExact) {
   AllreduceOptions o;
-  o.shmChunkBytes = 12;  // 64-element chunks
+  o.shmChunkBytes = 512;  // the smallest chunk
+  o.checkSignature = false;
   auto algo = makeAllreduce("hierarchical", o);
   for (int perHost : {2, 3}) {
     std::mutex m;
     std::vector<std::string> failures;
     runInProcess(6, [&](Communicator& comm) {
-      for (size_t count : {size_t{1000}, size_t{7}, size_t{4097}, size_t{64}, size_t{2500}}) {
-        for (DataType t : {DataType::kFloat32, DataType::kFloat16}) {
+      for (size_t count : {size_t{1000}, size_t{1}, size_t{4097}, size_t{2}, size_t{64},
+                           size_t{2500}}) {
+        for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
           auto buf = makeInput(t, count, comm.rank());
           algo->run(comm, buf.data(), count, t);
           std::string first;
           if (countWrong(t, buf, count, 6, &first)) {
             std::lock_guard<std::mutex> lock(m);
             failures.push_back("rank " + std::to_string(comm.rank()) + " count " +
-                               std::to_string(count) + ": first wrong at " + first);
+                               std::to_string(count) + " " + dataTypeName(t) +
+                               ": first wrong at " + first);
           }
         }
       }

@@ -55,7 +55,8 @@ class RecursiveDoublingAllreduce : public Allreduce {
 
 // Shared memory inside one host (MPI-3 shared window, or one heap block
 // in-process): each rank owns a slot with two staging buffers of C bytes
-// (options.shmChunkBytes). Per chunk of C bytes: (1) every rank copies its
+// (options.shmChunkBytes, rounded down to whole 512-byte units, at least
+// one: the same bytes for every element type). Per chunk of C bytes: (1) every rank copies its
 // chunk into its staging buffer; step counter; (2) rank r sums slice r of the
 // chunk straight from all n staging buffers (in rank order, fp32 accumulation
 // for 16-bit types) into its own buffer and staging slot; step counter;
@@ -78,7 +79,7 @@ class SharedMemoryAllreduce : public Allreduce {
 // Hierarchical (two levels, as in the 2048-GPU ImageNet runs): (1) inside
 // each host through shared memory, a reduce-scatter of the L local blocks
 // with equal ranks per host (each local rank then holds its block's sum),
-// else an allreduce; (2) with equal ranks per host, local rank l allreduces
+// else an allreduce (on one host, that allreduce is all); (2) with equal ranks per host, local rank l allreduces
 // block l (S/L bytes) with its same-local-rank peers on the other hosts, so
 // every rank's link works at once; otherwise local rank 0 allreduces the
 // whole buffer among the hosts' leaders; (3) inside each host, an allgather

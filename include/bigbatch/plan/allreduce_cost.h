@@ -21,12 +21,11 @@
 //                     S/G; on one node a ring allreduce, 2(G-1) messages of
 //                     S/G, and nothing else); (2) each local rank allreduces
 //                     its block of S/G with its peers on the other h-1
-//                     nodes — all G at once
-//                     through the node's link: a ring (2(h-1) messages of
-//                     S/(G·h) each, 2(h-1)/h·S bytes through the link) when
-//                     the block is >= kRingSegmentBytes·h, else recursive
-//                     doubling; (3) allgather inside the node (G-1 messages of
-//                     S/G).
+//                     nodes — all G at once through the node's link: a ring
+//                     (2(h-1) messages of S/(G·h) each, 2(h-1)/h·S bytes
+//                     through the link) when the block is >=
+//                     kRingSegmentBytes·h, else recursive doubling; (3)
+//                     allgather inside the node (G-1 messages of S/G).
 //   torus2d           not a bigbatch algorithm: the two-level scheme the
 //                     published runs used (Mikami et al. 2018's 2D torus,
 //                     NCCL-style hierarchical): reduce-scatter inside the node
