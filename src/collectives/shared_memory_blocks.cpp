@@ -53,12 +53,12 @@ void sharedMemoryReduceScatter(Communicator& comm, void* data, size_t count, Dat
                                size_t chunkBytes) {
   if (comm.size() == 1 || count == 0) return;
   BlockStaging s(comm, count, type, chunkBytes);
-  // A piece per destination rank; a multiple of 64 elements where the chunk
-  // allows, to keep the pieces off each other's cache lines.
   BIGBATCH_REQUIRE(static_cast<size_t>(s.n) <= s.chunkElems, InvalidArgument,
                    "the shared-memory reduce-scatter of {} ranks on a host needs a staging chunk "
                    "of at least {} elements; this one holds {}: raise the chunk (--chunk-bytes)",
                    s.n, s.n, s.chunkElems);
+  // A piece per destination rank; a multiple of 64 elements where the chunk
+  // allows, to keep the pieces off each other's cache lines.
   const size_t share = s.chunkElems / static_cast<size_t>(s.n);
   const size_t pieceElems = share >= 64 ? share / 64 * 64 : std::max<size_t>(1, share);
   auto* bytes = static_cast<uint8_t*>(data);

@@ -56,12 +56,13 @@ class RecursiveDoublingAllreduce : public Allreduce {
 // Shared memory inside one host (MPI-3 shared window, or one heap block
 // in-process): each rank owns a slot with two staging buffers of C bytes
 // (options.shmChunkBytes, rounded down to whole 512-byte units, at least
-// one: the same bytes for every element type). Per chunk of C bytes: (1) every rank copies its
-// chunk into its staging buffer; step counter; (2) rank r sums slice r of the
-// chunk straight from all n staging buffers (in rank order, fp32 accumulation
-// for 16-bit types) into its own buffer and staging slot; step counter;
-// (3) every rank copies the other n-1 reduced slices out. Double buffering
-// lets chunk k+1 stage while peers still copy chunk k out.
+// one: the same bytes for every element type). Per chunk of C bytes: (1)
+// every rank copies its chunk into its staging buffer; step counter; (2)
+// rank r sums slice r of the chunk straight from all n staging buffers (in
+// rank order, fp32 accumulation for 16-bit types) into its own buffer and
+// staging slot; step counter; (3) every rank copies the other n-1 reduced
+// slices out. Double buffering lets chunk k+1 stage while peers still copy
+// chunk k out.
 // Steps: 2 counter waits per chunk, no messages. Memory traffic per rank:
 // ~S in, S/n·(n+2) for the reduce, S·(n-1)/n out; C is sized to stay in L2,
 // so only the user's buffer itself streams through DRAM.
@@ -79,11 +80,12 @@ class SharedMemoryAllreduce : public Allreduce {
 // Hierarchical (two levels, as in the 2048-GPU ImageNet runs): (1) inside
 // each host through shared memory, a reduce-scatter of the L local blocks
 // with equal ranks per host (each local rank then holds its block's sum),
-// else an allreduce (on one host, that allreduce is all); (2) with equal ranks per host, local rank l allreduces
-// block l (S/L bytes) with its same-local-rank peers on the other hosts, so
-// every rank's link works at once; otherwise local rank 0 allreduces the
-// whole buffer among the hosts' leaders; (3) inside each host, an allgather
-// of the L blocks through shared memory (or a broadcast from the leader).
+// else an allreduce (on one host, that allreduce is all); (2) with equal
+// ranks per host, local rank l allreduces block l (S/L bytes) with its
+// same-local-rank peers on the other hosts, so every rank's link works at
+// once; otherwise local rank 0 allreduces the whole buffer among the
+// hosts' leaders; (3) inside each host, an allgather of the L blocks
+// through shared memory (or a broadcast from the leader).
 // The shared-memory phases: src/collectives/shared_memory_blocks.h. The
 // inter-host step uses ring for blocks of at least options.segmentBytes
 // (256 KiB where 0, on every transport) and recursive doubling below.
