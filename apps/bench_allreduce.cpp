@@ -110,6 +110,8 @@ int runBenchAllreduce(const BenchAllreduceOptions& o) {
       AllreduceOptions ao;
       if (o.shmChunkBytes) ao.shmChunkBytes = o.shmChunkBytes;
       if (o.segmentBytes) ao.segmentBytes = o.segmentBytes;
+      if (o.pipelineBytes) ao.pipelineBytes = o.pipelineBytes;
+      if (o.noPipeline) ao.pipelineBytes = 0;
       auto algo = makeAllreduce(name, ao);
       buf = exact::makeInput(type, count, rank);
       for (int i = 0; i < o.warmup; ++i) algo->run(*comm, buf.data(), count, type);

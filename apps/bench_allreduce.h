@@ -18,6 +18,8 @@ struct BenchAllreduceOptions {
   int64_t timeoutMs = 60000;              // per-wait deadline of the collectives (ms)
   size_t shmChunkBytes = 0;               // staging chunk of shm/hierarchical; 0: the default
   size_t segmentBytes = 0;                // pipelining segment of the ring; 0: the transport's
+  size_t pipelineBytes = 0;               // hierarchical's pipeline piece; 0: the library's auto
+  bool noPipeline = false;                // hierarchical in one piece
 };
 
 int runBenchAllreduce(const BenchAllreduceOptions& options);

@@ -54,6 +54,14 @@ void addBenchAllreduce(CLI::App& bench, BenchArgs& b) {
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
   b.allreduce
+      ->add_option("--pipeline-bytes", b.ar.pipelineBytes,
+                   "piece of hierarchical's pipeline across hosts (0: auto, one segment a ring "
+                   "message)")
+      ->transform(CLI::AsSizeValue(false))
+      ->capture_default_str();
+  b.allreduce->add_flag("--no-pipeline", b.ar.noPipeline,
+                        "hierarchical in one piece: its phases one after another");
+  b.allreduce
       ->add_option("--segment-bytes", b.ar.segmentBytes,
                    "pipelining segment of the ring (0: the transport's own)")
       ->transform(CLI::AsSizeValue(false))

@@ -18,6 +18,8 @@ inline constexpr int kHalvingTag = 0x7f03;
 inline constexpr int kRingTag = 0x7f04;
 inline constexpr int kBroadcastTag = 0x7f05;
 inline constexpr int kGatherTag = 0x7f06;
+// The pipelined hierarchical allreduce's rings in flight: kPipelineTag + (piece % 4).
+inline constexpr int kPipelineTag = 0x7f08;
 
 // The rank's place in the power-of-two sub-world after folding.
 struct Fold {

@@ -1,8 +1,67 @@
+#include <algorithm>
+#include <deque>
+#include <memory>
+
 #include "bigbatch/collectives/algorithms.h"
 #include "bigbatch/collectives/collectives.h"
+#include "fold.h"
+#include "ring_in_flight.h"
 #include "shared_memory_blocks.h"
 
 namespace bigbatch {
+namespace {
+
+constexpr size_t kMaxPieces = 1024;
+// Rings in flight at once: the one on the link and the next, posted behind
+// it so the link never waits for the memory phases. Tags cycle over twice
+// as many: piece p + 4 reuses piece p's tag, and a rank starts it only after
+// finishing piece p + 2, which its ring peers post only after finishing
+// piece p — no message of piece p is unmatched by then.
+constexpr size_t kInFlight = 2;
+
+// Phases (1)-(3) piece by piece over equal ranks per host:
+//   RS(0) post(0) RS(1) post(1) finish(0) AG(0) RS(2) post(2) finish(1) AG(1) ...
+// The same order on every rank, and every wait (the shared-memory ones
+// through `progress`, finish() through the transport's own progress) keeps
+// the rings in flight moving: a rank waiting on piece p needs from its
+// peers only what they post before they wait on anything after p.
+void pipelinedHierarchical(Communicator& host, Communicator& cross, uint8_t* data, size_t count,
+                           DataType type, size_t pieces, size_t shmChunkBytes) {
+  const size_t elem = elementSize(type);
+  const int l = host.rank(), L = host.size();
+  auto pieceBegin = [&](size_t p) {
+    return chunkBegin(count, static_cast<int>(pieces), static_cast<int>(p));
+  };
+  struct Piece {
+    size_t begin, count;
+    std::unique_ptr<RingInFlight> ring;
+  };
+  std::deque<Piece> inFlight;
+  const ShmProgress progress = [&] {
+    for (Piece& p : inFlight) p.ring->progress();
+  };
+  auto bringHome = [&] {
+    inFlight.front().ring->finish();
+    Piece done = std::move(inFlight.front());
+    inFlight.pop_front();
+    sharedMemoryAllgather(host, data + done.begin * elem, done.count, type, shmChunkBytes,
+                          progress);
+  };
+  for (size_t p = 0; p < pieces; ++p) {
+    const size_t begin = pieceBegin(p), n = pieceBegin(p + 1) - begin;
+    uint8_t* at = data + begin * elem;
+    sharedMemoryReduceScatter(host, at, n, type, shmChunkBytes, progress);
+    const size_t lo = chunkBegin(n, L, l), hi = chunkBegin(n, L, l + 1);
+    inFlight.push_back(
+        {begin, n,
+         std::make_unique<RingInFlight>(cross, at + lo * elem, hi - lo, type,
+                                        kPipelineTag + static_cast<int>(p % (2 * kInFlight)))});
+    if (inFlight.size() == kInFlight) bringHome();
+  }
+  while (!inFlight.empty()) bringHome();
+}
+
+}  // namespace
 
 void HierarchicalAllreduce::reduce(Communicator& comm, void* data, size_t count, DataType type) {
   AllreduceOptions inner = options_;
@@ -10,11 +69,29 @@ void HierarchicalAllreduce::reduce(Communicator& comm, void* data, size_t count,
   Communicator& host = comm.hostComm();
   Communicator& cross = comm.crossHostComm();
   const bool uniform = comm.uniformHosts();  // collective on first use: every rank calls it
+  const bool oneHost = comm.localSize() == comm.size();
+  const size_t elem = elementSize(type);
+  auto* bytes = static_cast<uint8_t*>(data);
+
+  // Auto: each ring message one segment of the inter-host transport —
+  // larger ones took longer a byte here (MPI's TCP rendezvous moves on only
+  // while a rank polls), smaller pieces cost more in-host waits than they
+  // hide (docs/BENCHMARKS.md, "Horovod as the peer", the pipeline's paragraph).
+  const size_t pieceBytes =
+      options_.pipelineBytes != AllreduceOptions::kPipelineAuto
+          ? options_.pipelineBytes
+          : (options_.segmentBytes ? options_.segmentBytes : cross.segmentBytes()) *
+                static_cast<size_t>(comm.size());
+  const size_t pieces = pieceBytes ? std::min(kMaxPieces, count * elem / pieceBytes) : size_t{1};
+  // pollsRequests() is the same on every rank: one transport for the job.
+  if (!oneHost && uniform && pieces >= 2 && cross.pollsRequests()) {
+    pipelinedHierarchical(host, cross, bytes, count, type, pieces, options_.shmChunkBytes);
+    return;
+  }
 
   // (1) Sum inside the host through shared memory: all of it where one
   // host is all (done then) or where the leader alone crosses hosts; with
   // equal ranks per host each local rank needs only its own block's sum.
-  const bool oneHost = comm.localSize() == comm.size();
   if (oneHost || !uniform) {
     SharedMemoryAllreduce(inner).run(host, data, count, type);
     if (oneHost) return;
@@ -23,7 +100,6 @@ void HierarchicalAllreduce::reduce(Communicator& comm, void* data, size_t count,
   }
 
   // (2) Across hosts: rings for large blocks, recursive doubling for small ones.
-  const size_t elem = elementSize(type);
   auto interHost = [&](size_t elems) -> std::unique_ptr<Allreduce> {
     // (256 KiB on every transport where no segment is named, whatever the
     // transport's own segment)
@@ -32,7 +108,6 @@ void HierarchicalAllreduce::reduce(Communicator& comm, void* data, size_t count,
     if (elems * elem >= ringFrom) return std::make_unique<RingAllreduce>(inner);
     return std::make_unique<RecursiveDoublingAllreduce>(inner);
   };
-  auto* bytes = static_cast<uint8_t*>(data);
   if (uniform) {
     const int l = host.rank(), L = host.size();
     const size_t lo = chunkBegin(count, L, l), hi = chunkBegin(count, L, l + 1);

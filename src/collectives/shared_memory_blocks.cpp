@@ -50,7 +50,7 @@ struct BlockStaging {
 }  // namespace
 
 void sharedMemoryReduceScatter(Communicator& comm, void* data, size_t count, DataType type,
-                               size_t chunkBytes) {
+                               size_t chunkBytes, const ShmProgress& progress) {
   if (comm.size() == 1 || count == 0) return;
   BlockStaging s(comm, count, type, chunkBytes);
   BIGBATCH_REQUIRE(static_cast<size_t>(s.n) <= s.chunkElems, InvalidArgument,
@@ -75,7 +75,8 @@ void sharedMemoryReduceScatter(Communicator& comm, void* data, size_t count, Dat
                   s.pieceLen(r, off, pieceElems) * s.elem);
     }
     shmArrive(s.seg, s.me, ++s.step);
-    shmWaitAll(comm, s.seg, s.step, "shared-memory reduce-scatter");
+    if (progress) progress();
+    shmWaitAll(comm, s.seg, s.step, "shared-memory reduce-scatter", progress);
     // Summed into this rank's own (otherwise unused) piece, then copied
     // home: sumMany's destination may not alias a source.
     uint8_t* mine = bytes + (s.blockBegin(s.me) + off) * s.elem;
@@ -89,7 +90,7 @@ void sharedMemoryReduceScatter(Communicator& comm, void* data, size_t count, Dat
 }
 
 void sharedMemoryAllgather(Communicator& comm, void* data, size_t count, DataType type,
-                           size_t chunkBytes) {
+                           size_t chunkBytes, const ShmProgress& progress) {
   if (comm.size() == 1 || count == 0) return;
   BlockStaging s(comm, count, type, chunkBytes);
   auto* bytes = static_cast<uint8_t*>(data);
@@ -99,7 +100,8 @@ void sharedMemoryAllgather(Communicator& comm, void* data, size_t count, DataTyp
     std::memcpy(s.buffer(s.me, which), bytes + (s.blockBegin(s.me) + off) * s.elem,
                 s.pieceLen(s.me, off, s.chunkElems) * s.elem);
     shmArrive(s.seg, s.me, ++s.step);
-    shmWaitAll(comm, s.seg, s.step, "shared-memory allgather");
+    if (progress) progress();
+    shmWaitAll(comm, s.seg, s.step, "shared-memory allgather", progress);
     for (int r = 0; r < s.n; ++r) {
       if (r == s.me) continue;
       std::memcpy(bytes + (s.blockBegin(r) + off) * s.elem, s.buffer(r, which),

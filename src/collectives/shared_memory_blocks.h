@@ -28,7 +28,10 @@
 //    arrives again.
 //
 // No argument check (the caller's Allreduce::run made it); waits honour the
-// communicator's deadline and name the late rank (shm_sync.h).
+// communicator's deadline and name the late rank (shm_sync.h). `progress`,
+// where given, is called once a chunk and on every unsuccessful poll of a
+// wait: the pipelined hierarchical allreduce moves its inter-host rings on
+// from there.
 //
 // Threading: one thread per rank, like every collective.
 #pragma once
@@ -36,13 +39,14 @@
 #include <cstddef>
 
 #include "bigbatch/comm/communicator.h"
+#include "shm_sync.h"
 
 namespace bigbatch {
 
 void sharedMemoryReduceScatter(Communicator& comm, void* data, size_t count, DataType type,
-                               size_t chunkBytes);
+                               size_t chunkBytes, const ShmProgress& progress = {});
 
 void sharedMemoryAllgather(Communicator& comm, void* data, size_t count, DataType type,
-                           size_t chunkBytes);
+                           size_t chunkBytes, const ShmProgress& progress = {});
 
 }  // namespace bigbatch

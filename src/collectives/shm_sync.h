@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 
 #include "bigbatch/comm/communicator.h"
 #include "bigbatch/comm/peer_wait.h"
@@ -33,8 +34,13 @@ inline void shmArrive(SharedSegment& seg, int me, uint64_t step) {
   __atomic_store_n(shmCounter(seg, me), step, __ATOMIC_RELEASE);
 }
 
+// Work a caller keeps moving while it waits (the hierarchical allreduce's
+// inter-host rings in flight): called on every unsuccessful poll.
+using ShmProgress = std::function<void()>;
+
 // Waits until every rank of `comm` has reached `step`.
-inline void shmWaitAll(Communicator& comm, SharedSegment& seg, uint64_t step, const char* what) {
+inline void shmWaitAll(Communicator& comm, SharedSegment& seg, uint64_t step, const char* what,
+                       const ShmProgress& progress = {}) {
   const int n = comm.size();
   int next = 0;  // ranks below `next` are known to have arrived
   std::chrono::steady_clock::time_point deadline{};
@@ -42,6 +48,7 @@ inline void shmWaitAll(Communicator& comm, SharedSegment& seg, uint64_t step, co
   for (;;) {
     while (next < n && shmLoad(shmCounter(seg, next)) >= step) ++next;
     if (next == n) return;
+    if (progress) progress();
     wait.idle();
     if (wait.polls() > PeerWait::kSpinPolls && (wait.polls() & 255) == 0) {
       comm.pollPeerErrors();

@@ -1,6 +1,7 @@
 // Every algorithm x world size 1..8 x element count x type, in-process, with
 // exact rank-derived inputs compared with ==. A tiny segment size drives the
-// ring's multi-segment path without large buffers.
+// ring's multi-segment path, and tiny pieces the hierarchical pipeline,
+// without large buffers.
 #include <gtest/gtest.h>
 
 #include <mutex>
@@ -30,8 +31,13 @@ TEST_P(AllreduceSweep, ExactSumsEveryWorldSizeAndCount) {
     AllreduceOptions o;
     o.segmentBytes = segmentBytes;
     // 12 B -> the smallest chunk, 512 B (128 fp32 or 256 fp16 elements):
-    // many chunks per call (0: the transport's segment, the default chunk)
+    // many chunks per call (0: the transport's segment, the default chunk).
+    // The hierarchical pipeline across hosts: its default 4 MiB pieces (no
+    // call here is that large: one piece), 1 MiB pieces (4 in the largest
+    // call) and 64-byte ones (up to 16 pieces, some blocks empty).
     if (segmentBytes > 0) o.shmChunkBytes = segmentBytes;
+    if (segmentBytes == 256 * 1024) o.pipelineBytes = 1 << 20;
+    if (segmentBytes == 12) o.pipelineBytes = 64;
     auto algo = makeAllreduce(c.algorithm, o);
     for (int n = 1; n <= 8; ++n) {
       std::vector<size_t> counts = {0, 1, 7, 1000};
@@ -91,13 +97,16 @@ INSTANTIATE_TEST_SUITE_P(InProcess, AllreduceSweep, ::testing::ValuesIn(cases())
 // counts (some below the ranks per host: empty blocks) and element types,
 // with many of the smallest chunks each and no argument check between them
 // (as DDP and the torch backend run), must never read a buffer a peer is
-// already refilling.
+// already refilling — in one piece, or pipelined in pieces of 256 bytes
+// (each piece's inter-host ring in flight while the next is staged).
 TEST(Allreduce, HierarchicalBackToBackCallsStayExact) {
-  AllreduceOptions o;
-  o.shmChunkBytes = 512;  // the smallest chunk
-  o.checkSignature = false;
-  auto algo = makeAllreduce("hierarchical", o);
+  for (size_t pipelineBytes : {size_t{0}, size_t{256}})
   for (int perHost : {2, 3}) {
+    AllreduceOptions o;
+    o.shmChunkBytes = 512;  // the smallest chunk
+    o.checkSignature = false;
+    o.pipelineBytes = pipelineBytes;
+    auto algo = makeAllreduce("hierarchical", o);
     std::mutex m;
     std::vector<std::string> failures;
     runInProcess(6, [&](Communicator& comm) {
@@ -116,7 +125,8 @@ TEST(Allreduce, HierarchicalBackToBackCallsStayExact) {
         }
       }
     }, perHost);
-    EXPECT_TRUE(failures.empty()) << perHost << " per host: " << failures.front();
+    EXPECT_TRUE(failures.empty()) << perHost << " per host, pieces of " << pipelineBytes
+                                  << " B: " << failures.front();
   }
 }
 
@@ -227,6 +237,42 @@ TEST(Allreduce, RankLeavingMidCollectiveTimesOut) {
     EXPECT_GE(namesRank1.load(), 1) << a;
     EXPECT_LT(s, 5.0) << a;
   }
+}
+
+// The same across 2 hosts of 2 ranks with the hierarchical pipeline in 16
+// pieces: while the rings of earlier pieces are in flight, rank 1 leaves;
+// its host peer's shared-memory wait and its cross-host peer's ring each
+// end within the deadline instead of hanging.
+TEST(Allreduce, PipelinedHierarchicalRankLeavingTimesOut) {
+  AllreduceOptions o;
+  o.pipelineBytes = 1024;  // 16 KiB below: 16 pieces
+  auto algo = makeAllreduce("hierarchical", o);
+  std::atomic<int> timeouts{0}, namesRank1{0};
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    runInProcess(4,
+                 [&](Communicator& comm) {
+                   std::vector<float> buf(4096, 1.f);
+                   if (comm.rank() == 1) {
+                     checkSameSignature(comm, 1, buf.size(), DataType::kFloat32);
+                     return;
+                   }
+                   try {
+                     algo->run(comm, buf.data(), buf.size(), DataType::kFloat32);
+                   } catch (const TimeoutError& e) {
+                     namesRank1 += std::string(e.what()).find("rank 1 ") != std::string::npos;
+                     ++timeouts;
+                     throw;
+                   }
+                 },
+                 2, 400);
+    ADD_FAILURE() << "expected an error";
+  } catch (const Error&) {
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(timeouts.load(), 1);
+  EXPECT_GE(namesRank1.load(), 1);  // rank 0, in the shared-memory wait for its local rank 1
+  EXPECT_LT(s, 5.0);
 }
 
 TEST(Allreduce, UnknownAlgorithmIsInvalidArgument) {

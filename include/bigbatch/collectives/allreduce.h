@@ -20,6 +20,12 @@ struct AllreduceOptions {
   size_t segmentBytes = 0;             // pipelining unit of the ring (bytes); 0: the
                                        // transport's (Communicator::segmentBytes())
   size_t shmChunkBytes = 512 * 1024;   // staging chunk per rank of the shared-memory path (bytes)
+  // "hierarchical" across hosts of equal ranks: the buffer in pieces of this
+  // many bytes, each piece's inter-host ring in flight while the next is
+  // staged and the last brought home. kPipelineAuto: pieces whose ring
+  // messages are one segment each (segmentBytes x all ranks); 0: one piece.
+  static constexpr size_t kPipelineAuto = ~size_t{0};
+  size_t pipelineBytes = kPipelineAuto;
   bool checkSignature = true;          // verify all ranks passed the same count and type
   // "auto" only: time the table's choice against the ring on this many calls
   // each (after one untimed call each), per power-of-two size class, then

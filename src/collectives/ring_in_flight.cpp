@@ -1,0 +1,78 @@
+#include "ring_in_flight.h"
+
+#include "bigbatch/collectives/allreduce.h"
+#include "fold.h"
+#include "ring_pass.h"
+
+namespace bigbatch {
+
+RingInFlight::RingInFlight(Communicator& comm, void* data, size_t count, DataType type, int tag)
+    : comm_(comm),
+      data_(static_cast<uint8_t*>(data)),
+      count_(count),
+      type_(type),
+      elem_(elementSize(type)),
+      tag_(tag),
+      n_(comm.size()),
+      rank_(comm.rank()) {
+  if (n_ == 1) {
+    step_ = 0;  // nothing to do: 2(n-1) = 0 steps
+    return;
+  }
+  incoming_ =
+      receiveBuffer((count + static_cast<size_t>(n_) - 1) / static_cast<size_t>(n_) * elem_);
+  post();
+}
+
+void RingInFlight::post() {
+  const int steps = n_ - 1;
+  const bool reduce = step_ < steps;
+  const int s = reduce ? step_ : step_ - steps;
+  auto mod = [n = n_](int c) { return ((c % n) + n) % n; };
+  // As ringPass: the reduce-scatter's shift -1 leaves rank i with chunk i,
+  // which the allgather (shift 0) sends first.
+  const int shift = reduce ? -1 : 0;
+  const int sendChunk = mod(rank_ - s + shift), recvChunk = mod(rank_ - s - 1 + shift);
+  auto begin = [&](int c) { return ringChunkBegin(count_, n_, c); };
+  const size_t recvBegin = begin(recvChunk), recvCount = begin(recvChunk + 1) - recvBegin;
+  const size_t sendBegin = begin(sendChunk), sendCount = begin(sendChunk + 1) - sendBegin;
+  const int right = (rank_ + 1) % n_, left = (rank_ - 1 + n_) % n_;
+  // An empty chunk still sends its (empty) message: both sides count steps alike.
+  recv_ = comm_.irecv(reduce ? incoming_.get() : data_ + recvBegin * elem_, recvCount * elem_, left,
+                      tag_);
+  send_ = comm_.isend(data_ + sendBegin * elem_, sendCount * elem_, right, tag_);
+}
+
+void RingInFlight::complete() {
+  const int steps = n_ - 1;
+  if (step_ < steps) {
+    const int recvChunk = ((rank_ - step_ - 2) % n_ + n_) % n_;
+    const size_t lo = ringChunkBegin(count_, n_, recvChunk);
+    const size_t hi = ringChunkBegin(count_, n_, recvChunk + 1);
+    sumInto(type_, data_ + lo * elem_, incoming_.get(), hi - lo);
+  }
+  recv_.reset();
+  send_.reset();
+  if (++step_ < 2 * steps) post();
+}
+
+bool RingInFlight::progress() {
+  while (step_ < 2 * (n_ - 1)) {
+    // Both tested every time: a test is what moves a transfer on (MPI).
+    const bool received = recv_->test();
+    const bool sent = send_->test();
+    if (!received || !sent) return false;
+    complete();
+  }
+  return true;
+}
+
+void RingInFlight::finish() {
+  while (step_ < 2 * (n_ - 1)) {
+    recv_->wait();
+    send_->wait();
+    complete();
+  }
+}
+
+}  // namespace bigbatch
