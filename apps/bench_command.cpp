@@ -53,14 +53,17 @@ void addBenchAllreduce(CLI::App& bench, BenchArgs& b) {
                    "staging chunk per rank of shm and hierarchical (0: the library default)")
       ->transform(CLI::AsSizeValue(false))
       ->capture_default_str();
+  auto* pipelineBytes =
+      b.allreduce
+          ->add_option("--pipeline-bytes", b.ar.pipelineBytes,
+                       "piece of hierarchical's pipeline across hosts (0: auto, a segment of the "
+                       "transport a ring message)")
+          ->transform(CLI::AsSizeValue(false))
+          ->capture_default_str();
   b.allreduce
-      ->add_option("--pipeline-bytes", b.ar.pipelineBytes,
-                   "piece of hierarchical's pipeline across hosts (0: auto, one segment a ring "
-                   "message)")
-      ->transform(CLI::AsSizeValue(false))
-      ->capture_default_str();
-  b.allreduce->add_flag("--no-pipeline", b.ar.noPipeline,
-                        "hierarchical in one piece: its phases one after another");
+      ->add_flag("--no-pipeline", b.ar.noPipeline,
+                 "hierarchical in one piece: its phases one after another")
+      ->excludes(pipelineBytes);
   b.allreduce
       ->add_option("--segment-bytes", b.ar.segmentBytes,
                    "pipelining segment of the ring (0: the transport's own)")

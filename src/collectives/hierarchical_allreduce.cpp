@@ -11,6 +11,7 @@
 namespace bigbatch {
 namespace {
 
+// Each piece costs its in-host waits and 2(h-1) messages whatever its size.
 constexpr size_t kMaxPieces = 1024;
 // Rings in flight at once: the one on the link and the next, posted behind
 // it so the link never waits for the memory phases. Tags cycle over twice
@@ -82,7 +83,10 @@ void HierarchicalAllreduce::reduce(Communicator& comm, void* data, size_t count,
           ? options_.pipelineBytes
           : (options_.segmentBytes ? options_.segmentBytes : cross.segmentBytes()) *
                 static_cast<size_t>(comm.size());
-  const size_t pieces = pieceBytes ? std::min(kMaxPieces, count * elem / pieceBytes) : size_t{1};
+  // floor(bytes / piece): a piece is 1-2x pieceBytes (more past kMaxPieces
+  // pieces), and never empty.
+  const size_t pieces =
+      pieceBytes ? std::min({kMaxPieces, count, count * elem / pieceBytes}) : size_t{1};
   // pollsRequests() is the same on every rank: one transport for the job.
   if (!oneHost && uniform && pieces >= 2 && cross.pollsRequests()) {
     pipelinedHierarchical(host, cross, bytes, count, type, pieces, options_.shmChunkBytes);

@@ -15,8 +15,10 @@
 // Two rings in flight on one communicator must use different tags: a
 // rank's messages of one ring could otherwise match the other's receives.
 //
-// Threading: one thread per rank, like every collective; the communicator
-// must make progress on test() (MPI, UCX) or on its own (gloo).
+// Threading: one thread per rank, like every collective. The communicator
+// must poll its requests (Communicator::pollsRequests(): MPI, UCX, the
+// in-process one; not Gloo's, whose test() cannot be called on a request
+// not yet done).
 #pragma once
 
 #include <cstddef>

@@ -4,6 +4,7 @@
 // without large buffers.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <mutex>
 
 #include "bigbatch/collectives/allreduce.h"
@@ -32,9 +33,10 @@ TEST_P(AllreduceSweep, ExactSumsEveryWorldSizeAndCount) {
     o.segmentBytes = segmentBytes;
     // 12 B -> the smallest chunk, 512 B (128 fp32 or 256 fp16 elements):
     // many chunks per call (0: the transport's segment, the default chunk).
-    // The hierarchical pipeline across hosts: its default 4 MiB pieces (no
-    // call here is that large: one piece), 1 MiB pieces (4 in the largest
-    // call) and 64-byte ones (up to 16 pieces, some blocks empty).
+    // The hierarchical pipeline across hosts: its default pieces (256 KiB x
+    // the ranks: no call here is two of them, so one piece), 1 MiB pieces
+    // (4 in the largest call) and 64-byte ones (from 16 elements a call: up
+    // to 62 pieces; counts 1 and 7 stay one piece).
     if (segmentBytes > 0) o.shmChunkBytes = segmentBytes;
     if (segmentBytes == 256 * 1024) o.pipelineBytes = 1 << 20;
     if (segmentBytes == 12) o.pipelineBytes = 64;
@@ -98,9 +100,10 @@ INSTANTIATE_TEST_SUITE_P(InProcess, AllreduceSweep, ::testing::ValuesIn(cases())
 // with many of the smallest chunks each and no argument check between them
 // (as DDP and the torch backend run), must never read a buffer a peer is
 // already refilling — in one piece, or pipelined in pieces of 256 bytes
-// (each piece's inter-host ring in flight while the next is staged).
+// (each piece's inter-host ring in flight while the next is staged), or of
+// 4 bytes (one or two elements a piece: most local blocks empty).
 TEST(Allreduce, HierarchicalBackToBackCallsStayExact) {
-  for (size_t pipelineBytes : {size_t{0}, size_t{256}})
+  for (size_t pipelineBytes : {size_t{0}, size_t{256}, size_t{4}})
   for (int perHost : {2, 3}) {
     AllreduceOptions o;
     o.shmChunkBytes = 512;  // the smallest chunk
@@ -204,75 +207,69 @@ TEST(Allreduce, SilentPeerTimesOutNamingIt) {
 
 // A rank that passes the signature check and then leaves (as a crashed
 // process would) must not hang the others: each algorithm times out within
-// the deadline and names a rank.
+// the deadline and names a rank. `size` ranks, `ranksPerHost` a host (0: one
+// host). One whole call first, so that the communicator's splits and
+// shared segments are in place; in the second, rank 1 leaves. Each of
+// `expected` must be in some rank's error: where the waits were.
+void expectRankLeavingTimesOut(Allreduce& algo, int size, int ranksPerHost,
+                               const std::string& what,
+                               const std::vector<std::string>& expected = {}) {
+  std::atomic<int> timeouts{0}, namesRank1{0};
+  std::mutex m;
+  std::vector<std::string> messages;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    runInProcess(size,
+                 [&](Communicator& comm) {
+                   std::vector<float> buf(4096, 1.f);
+                   algo.run(comm, buf.data(), buf.size(), DataType::kFloat32);
+                   if (comm.rank() == 1) {
+                     checkSameSignature(comm, 1, buf.size(), DataType::kFloat32);
+                     return;  // gone, mid-collective from the others' view
+                   }
+                   try {
+                     algo.run(comm, buf.data(), buf.size(), DataType::kFloat32);
+                   } catch (const TimeoutError& e) {
+                     // A rank waiting on a survivor that waits on rank 1
+                     // names its own silent neighbour; one names rank 1.
+                     namesRank1 += std::string(e.what()).find("rank 1 ") != std::string::npos;
+                     ++timeouts;
+                     std::lock_guard<std::mutex> lock(m);
+                     messages.push_back(e.what());
+                     throw;
+                   }
+                 },
+                 ranksPerHost, 400);
+    ADD_FAILURE() << what << ": expected an error";
+  } catch (const Error&) {
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_GE(timeouts.load(), 1) << what;
+  EXPECT_GE(namesRank1.load(), 1) << what;
+  for (const std::string& want : expected) {
+    EXPECT_TRUE(std::any_of(messages.begin(), messages.end(),
+                            [&](const std::string& e) { return e.find(want) != std::string::npos; }))
+        << what << ": no error says '" << want << "'";
+  }
+  EXPECT_LT(s, 5.0) << what;
+}
+
 TEST(Allreduce, RankLeavingMidCollectiveTimesOut) {
   for (const char* a : {"ring", "halving_doubling", "shm", "hierarchical"}) {
-    auto algo = makeAllreduce(a);
-    std::atomic<int> timeouts{0}, namesRank1{0};
-    const auto start = std::chrono::steady_clock::now();
-    try {
-      runInProcess(3,
-                   [&](Communicator& comm) {
-                     std::vector<float> buf(4096, 1.f);
-                     if (comm.rank() == 1) {
-                       checkSameSignature(comm, 1, buf.size(), DataType::kFloat32);
-                       return;  // gone, mid-collective from the others' view
-                     }
-                     try {
-                       algo->run(comm, buf.data(), buf.size(), DataType::kFloat32);
-                     } catch (const TimeoutError& e) {
-                       // A rank waiting on a survivor that waits on rank 1
-                       // names its own silent neighbour; one names rank 1.
-                       namesRank1 += std::string(e.what()).find("rank 1 ") != std::string::npos;
-                       ++timeouts;
-                       throw;
-                     }
-                   },
-                   0, 400);
-      ADD_FAILURE() << a << ": expected an error";
-    } catch (const Error&) {
-    }
-    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    EXPECT_GE(timeouts.load(), 1) << a;
-    EXPECT_GE(namesRank1.load(), 1) << a;
-    EXPECT_LT(s, 5.0) << a;
+    expectRankLeavingTimesOut(*makeAllreduce(a), 3, 0, a);
   }
 }
 
 // The same across 2 hosts of 2 ranks with the hierarchical pipeline in 16
-// pieces: while the rings of earlier pieces are in flight, rank 1 leaves;
-// its host peer's shared-memory wait and its cross-host peer's ring each
-// end within the deadline instead of hanging.
+// pieces (4096 floats, 1 KiB pieces): rank 1 leaves while its host peer,
+// rank 0, waits for it in the first piece's shared-memory reduce-scatter,
+// and its ring peer across the hosts, rank 3, waits for its first piece's
+// ring message (the pipeline's tags: 0x7f08 = 32520 for piece 0).
 TEST(Allreduce, PipelinedHierarchicalRankLeavingTimesOut) {
   AllreduceOptions o;
-  o.pipelineBytes = 1024;  // 16 KiB below: 16 pieces
-  auto algo = makeAllreduce("hierarchical", o);
-  std::atomic<int> timeouts{0}, namesRank1{0};
-  const auto start = std::chrono::steady_clock::now();
-  try {
-    runInProcess(4,
-                 [&](Communicator& comm) {
-                   std::vector<float> buf(4096, 1.f);
-                   if (comm.rank() == 1) {
-                     checkSameSignature(comm, 1, buf.size(), DataType::kFloat32);
-                     return;
-                   }
-                   try {
-                     algo->run(comm, buf.data(), buf.size(), DataType::kFloat32);
-                   } catch (const TimeoutError& e) {
-                     namesRank1 += std::string(e.what()).find("rank 1 ") != std::string::npos;
-                     ++timeouts;
-                     throw;
-                   }
-                 },
-                 2, 400);
-    ADD_FAILURE() << "expected an error";
-  } catch (const Error&) {
-  }
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  EXPECT_GE(timeouts.load(), 1);
-  EXPECT_GE(namesRank1.load(), 1);  // rank 0, in the shared-memory wait for its local rank 1
-  EXPECT_LT(s, 5.0);
+  o.pipelineBytes = 1024;
+  expectRankLeavingTimesOut(*makeAllreduce("hierarchical", o), 4, 2, "pipelined hierarchical",
+                            {"did not reach step", "(tag 32520)"});
 }
 
 TEST(Allreduce, UnknownAlgorithmIsInvalidArgument) {

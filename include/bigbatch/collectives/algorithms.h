@@ -96,7 +96,10 @@ class SharedMemoryAllreduce : public Allreduce {
 // piece is reduce-scattered and the one before it allgathered, so the link
 // is not idle while the memory phases run (docs/BENCHMARKS.md, "Horovod as
 // the peer": 6-8 % less time a call from 8 to 64 MiB on 2 x 2 emulated hosts
-// at 1 Gb/s). Pieces: options.pipelineBytes (allreduce.h).
+// at 1 Gb/s). Pieces: options.pipelineBytes (allreduce.h). Each piece's
+// inter-host step is a ring, whatever its size; with 3 or more hosts the
+// ring's chunks follow the pieces, so pipelined and one-piece results may
+// differ in the last bit (every rank still ends with the same bits).
 // Bytes across hosts per rank: 2·(S/L)·(h-1)/h for h hosts; the intra-host
 // phases move only memory.
 class HierarchicalAllreduce : public Allreduce {

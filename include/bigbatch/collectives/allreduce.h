@@ -20,10 +20,12 @@ struct AllreduceOptions {
   size_t segmentBytes = 0;             // pipelining unit of the ring (bytes); 0: the
                                        // transport's (Communicator::segmentBytes())
   size_t shmChunkBytes = 512 * 1024;   // staging chunk per rank of the shared-memory path (bytes)
-  // "hierarchical" across hosts of equal ranks: the buffer in pieces of this
-  // many bytes, each piece's inter-host ring in flight while the next is
-  // staged and the last brought home. kPipelineAuto: pieces whose ring
-  // messages are one segment each (segmentBytes x all ranks); 0: one piece.
+  // "hierarchical" across hosts of equal ranks: the buffer in pieces of
+  // this many bytes or up to twice that (floor(bytes / pipelineBytes)
+  // pieces, at most 1024 and at most one an element), each piece's
+  // inter-host ring in flight while the next is staged and the last brought
+  // home. kPipelineAuto: segmentBytes x all ranks, so that a ring message is
+  // one to two of the transport's segments; 0: one piece.
   static constexpr size_t kPipelineAuto = ~size_t{0};
   size_t pipelineBytes = kPipelineAuto;
   bool checkSignature = true;          // verify all ranks passed the same count and type
