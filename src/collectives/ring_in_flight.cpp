@@ -15,10 +15,7 @@ RingInFlight::RingInFlight(Communicator& comm, void* data, size_t count, DataTyp
       tag_(tag),
       n_(comm.size()),
       rank_(comm.rank()) {
-  if (n_ == 1) {
-    step_ = 0;  // nothing to do: 2(n-1) = 0 steps
-    return;
-  }
+  if (n_ == 1) return;  // nothing to do: 2(n-1) = 0 steps
   incoming_ =
       receiveBuffer((count + static_cast<size_t>(n_) - 1) / static_cast<size_t>(n_) * elem_);
   post();

@@ -56,6 +56,8 @@ class RingInFlight {
   const int tag_, n_, rank_;
   int step_ = 0;                         // 0 .. 2(n-1); below n-1 a reduce-scatter step
   std::unique_ptr<uint8_t[]> incoming_;  // a reduce step's received chunk
+  // After incoming_: destroyed first, so that a ring abandoned by an error
+  // cancels its receive before the buffer it writes is freed.
   std::unique_ptr<Request> recv_, send_;
 };
 
