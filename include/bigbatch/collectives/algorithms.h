@@ -95,7 +95,7 @@ class SharedMemoryAllreduce : public Allreduce {
 // inter-host ring (src/collectives/ring_in_flight.h) moving while the next
 // piece is reduce-scattered and the one before it allgathered, so the link
 // is not idle while the memory phases run (docs/BENCHMARKS.md, "Horovod as
-// the peer": 6-8 % less time a call from 8 to 64 MiB on 2 x 2 emulated hosts
+// the peer": up to 8 % less time a call at 8-64 MiB on 2 x 2 emulated hosts
 // at 1 Gb/s). Pieces: options.pipelineBytes (allreduce.h). Each piece's
 // inter-host step is a ring, whatever its size; with 3 or more hosts the
 // ring's chunks follow the pieces, so pipelined and one-piece results may
