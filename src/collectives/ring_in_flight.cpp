@@ -31,23 +31,19 @@ void RingInFlight::post() {
   const int shift = reduce ? -1 : 0;
   const int sendChunk = mod(rank_ - s + shift), recvChunk = mod(rank_ - s - 1 + shift);
   auto begin = [&](int c) { return ringChunkBegin(count_, n_, c); };
-  const size_t recvBegin = begin(recvChunk), recvCount = begin(recvChunk + 1) - recvBegin;
+  recvBegin_ = begin(recvChunk);
+  recvCount_ = begin(recvChunk + 1) - recvBegin_;
   const size_t sendBegin = begin(sendChunk), sendCount = begin(sendChunk + 1) - sendBegin;
   const int right = (rank_ + 1) % n_, left = (rank_ - 1 + n_) % n_;
   // An empty chunk still sends its (empty) message: both sides count steps alike.
-  recv_ = comm_.irecv(reduce ? incoming_.get() : data_ + recvBegin * elem_, recvCount * elem_, left,
-                      tag_);
+  recv_ = comm_.irecv(reduce ? incoming_.get() : data_ + recvBegin_ * elem_, recvCount_ * elem_,
+                      left, tag_);
   send_ = comm_.isend(data_ + sendBegin * elem_, sendCount * elem_, right, tag_);
 }
 
 void RingInFlight::complete() {
   const int steps = n_ - 1;
-  if (step_ < steps) {
-    const int recvChunk = ((rank_ - step_ - 2) % n_ + n_) % n_;
-    const size_t lo = ringChunkBegin(count_, n_, recvChunk);
-    const size_t hi = ringChunkBegin(count_, n_, recvChunk + 1);
-    sumInto(type_, data_ + lo * elem_, incoming_.get(), hi - lo);
-  }
+  if (step_ < steps) sumInto(type_, data_ + recvBegin_ * elem_, incoming_.get(), recvCount_);
   recv_.reset();
   send_.reset();
   if (++step_ < 2 * steps) post();

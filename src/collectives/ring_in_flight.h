@@ -54,8 +54,9 @@ class RingInFlight {
   const DataType type_;
   const size_t elem_;
   const int tag_, n_, rank_;
-  int step_ = 0;                         // 0 .. 2(n-1); below n-1 a reduce-scatter step
-  std::unique_ptr<uint8_t[]> incoming_;  // a reduce step's received chunk
+  int step_ = 0;                          // 0 .. 2(n-1); below n-1 a reduce-scatter step
+  size_t recvBegin_ = 0, recvCount_ = 0;  // the current step's received chunk
+  std::unique_ptr<uint8_t[]> incoming_;   // a reduce step's received chunk
   // After incoming_: destroyed first, so that a ring abandoned by an error
   // cancels its receive before the buffer it writes is freed.
   std::unique_ptr<Request> recv_, send_;

@@ -75,7 +75,6 @@ void sharedMemoryReduceScatter(Communicator& comm, void* data, size_t count, Dat
                   s.pieceLen(r, off, pieceElems) * s.elem);
     }
     shmArrive(s.seg, s.me, ++s.step);
-    if (progress) progress();
     shmWaitAll(comm, s.seg, s.step, "shared-memory reduce-scatter", progress);
     // Summed into this rank's own (otherwise unused) piece, then copied
     // home: sumMany's destination may not alias a source.
@@ -100,7 +99,6 @@ void sharedMemoryAllgather(Communicator& comm, void* data, size_t count, DataTyp
     std::memcpy(s.buffer(s.me, which), bytes + (s.blockBegin(s.me) + off) * s.elem,
                 s.pieceLen(s.me, off, s.chunkElems) * s.elem);
     shmArrive(s.seg, s.me, ++s.step);
-    if (progress) progress();
     shmWaitAll(comm, s.seg, s.step, "shared-memory allgather", progress);
     for (int r = 0; r < s.n; ++r) {
       if (r == s.me) continue;

@@ -35,12 +35,14 @@ inline void shmArrive(SharedSegment& seg, int me, uint64_t step) {
 }
 
 // Work a caller keeps moving while it waits (the hierarchical allreduce's
-// inter-host rings in flight): called on every unsuccessful poll.
+// inter-host rings in flight): called once on entry to a wait, so at least
+// once a chunk, and on every unsuccessful poll.
 using ShmProgress = std::function<void()>;
 
 // Waits until every rank of `comm` has reached `step`.
 inline void shmWaitAll(Communicator& comm, SharedSegment& seg, uint64_t step, const char* what,
                        const ShmProgress& progress = {}) {
+  if (progress) progress();
   const int n = comm.size();
   int next = 0;  // ranks below `next` are known to have arrived
   std::chrono::steady_clock::time_point deadline{};

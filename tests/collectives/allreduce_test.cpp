@@ -103,33 +103,34 @@ INSTANTIATE_TEST_SUITE_P(InProcess, AllreduceSweep, ::testing::ValuesIn(cases())
 // (each piece's inter-host ring in flight while the next is staged), or of
 // 4 bytes (one or two elements a piece: most local blocks empty).
 TEST(Allreduce, HierarchicalBackToBackCallsStayExact) {
-  for (size_t pipelineBytes : {size_t{0}, size_t{256}, size_t{4}})
-  for (int perHost : {2, 3}) {
-    AllreduceOptions o;
-    o.shmChunkBytes = 512;  // the smallest chunk
-    o.checkSignature = false;
-    o.pipelineBytes = pipelineBytes;
-    auto algo = makeAllreduce("hierarchical", o);
-    std::mutex m;
-    std::vector<std::string> failures;
-    runInProcess(6, [&](Communicator& comm) {
-      for (size_t count : {size_t{1000}, size_t{1}, size_t{4097}, size_t{2}, size_t{64},
-                           size_t{2500}}) {
-        for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
-          auto buf = makeInput(t, count, comm.rank());
-          algo->run(comm, buf.data(), count, t);
-          std::string first;
-          if (countWrong(t, buf, count, 6, &first)) {
-            std::lock_guard<std::mutex> lock(m);
-            failures.push_back("rank " + std::to_string(comm.rank()) + " count " +
-                               std::to_string(count) + " " + dataTypeName(t) +
-                               ": first wrong at " + first);
+  for (size_t pipelineBytes : {size_t{0}, size_t{256}, size_t{4}}) {
+    for (int perHost : {2, 3}) {
+      AllreduceOptions o;
+      o.shmChunkBytes = 512;  // the smallest chunk
+      o.checkSignature = false;
+      o.pipelineBytes = pipelineBytes;
+      auto algo = makeAllreduce("hierarchical", o);
+      std::mutex m;
+      std::vector<std::string> failures;
+      runInProcess(6, [&](Communicator& comm) {
+        for (size_t count : {size_t{1000}, size_t{1}, size_t{4097}, size_t{2}, size_t{64},
+                             size_t{2500}}) {
+          for (DataType t : {DataType::kFloat32, DataType::kFloat16, DataType::kBFloat16}) {
+            auto buf = makeInput(t, count, comm.rank());
+            algo->run(comm, buf.data(), count, t);
+            std::string first;
+            if (countWrong(t, buf, count, 6, &first)) {
+              std::lock_guard<std::mutex> lock(m);
+              failures.push_back("rank " + std::to_string(comm.rank()) + " count " +
+                                 std::to_string(count) + " " + dataTypeName(t) +
+                                 ": first wrong at " + first);
+            }
           }
         }
-      }
-    }, perHost);
-    EXPECT_TRUE(failures.empty()) << perHost << " per host, pieces of " << pipelineBytes
-                                  << " B: " << failures.front();
+      }, perHost);
+      EXPECT_TRUE(failures.empty()) << perHost << " per host, pieces of " << pipelineBytes
+                                    << " B: " << failures.front();
+    }
   }
 }
 
