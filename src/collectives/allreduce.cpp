@@ -22,6 +22,32 @@ void Allreduce::run(Communicator& comm, void* data, size_t count, DataType type)
   }
 }
 
+void Allreduce::run(Communicator& comm, void* data, size_t count, DataType type,
+                    AllreduceStages& stages) {
+  if (options_.checkSignature && comm.size() > 1) {
+    checkSameSignature(comm, /*operation=*/1, count, type);
+  }
+  if (count == 0) return;
+  if (comm.size() == 1) {  // the sum of one rank: its own values
+    stages.fill(0, count);
+    stages.drain(0, count);
+    return;
+  }
+  try {
+    reduceStaged(comm, data, count, type, stages);
+  } catch (const MismatchError& e) {
+    comm.postError(e.what());
+    throw;
+  }
+}
+
+void Allreduce::reduceStaged(Communicator& comm, void* data, size_t count, DataType type,
+                             AllreduceStages& stages) {
+  stages.fill(0, count);
+  reduce(comm, data, count, type);
+  stages.drain(0, count);
+}
+
 std::unique_ptr<Allreduce> makeAllreduce(const std::string& name, AllreduceOptions options) {
   if (name == "ring") return std::make_unique<RingAllreduce>(options);
   if (name == "halving_doubling") return std::make_unique<HalvingDoublingAllreduce>(options);

@@ -213,13 +213,30 @@ void AutoAllreduce::restoreTuning(const Communicator& comm,
 }
 
 void AutoAllreduce::reduce(Communicator& comm, void* data, size_t count, DataType type) {
+  dispatch(comm, data, count, type, nullptr);
+}
+
+void AutoAllreduce::reduceStaged(Communicator& comm, void* data, size_t count, DataType type,
+                                 AllreduceStages& stages) {
+  dispatch(comm, data, count, type, &stages);
+}
+
+void AutoAllreduce::dispatch(Communicator& comm, void* data, size_t count, DataType type,
+                             AllreduceStages* stages) {
+  auto call = [&](Allreduce& algorithm) {
+    if (stages) {
+      algorithm.run(comm, data, count, type, *stages);
+    } else {
+      algorithm.run(comm, data, count, type);
+    }
+  };
   bool oneHost = true;
   const size_t bytes = count * elementSize(type);
   const size_t i = pick(comm, bytes, oneHost);
   Allreduce& seeded = *(oneHost ? single_ : multi_)[i];
   const std::string seededName = (oneHost ? table_.singleHost : table_.multiHost)[i].algorithm;
   if (options_.tuneTrials <= 0 || seededName == "ring" || comm.size() == 1) {
-    seeded.run(comm, data, count, type);
+    call(seeded);
     return;
   }
   const int sizeClass = sizeClassOf(bytes);
@@ -232,7 +249,7 @@ void AutoAllreduce::reduce(Communicator& comm, void* data, size_t count, DataTyp
   const int n =
       options_.tuneWithMpi && comm.transportName() == "MPI" && seededName != "mpi" ? 3 : 2;
   if (trial->winner >= 0) {
-    candidates[trial->winner]->run(comm, data, count, type);
+    call(*candidates[trial->winner]);
     return;
   }
   // Measuring: rotate through the candidates, the same way on every rank
@@ -247,7 +264,7 @@ void AutoAllreduce::reduce(Communicator& comm, void* data, size_t count, DataTyp
   const int candidate = trial->calls % n;
   if (trial->calls >= n) comm.barrier();
   const auto t0 = std::chrono::steady_clock::now();
-  candidates[candidate]->run(comm, data, count, type);
+  call(*candidates[candidate]);
   const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (trial->calls >= n) {
     trial->seconds[candidate] = trial->calls < 2 * n ? s : std::min(trial->seconds[candidate], s);

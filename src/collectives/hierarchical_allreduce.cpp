@@ -26,8 +26,12 @@ constexpr size_t kInFlight = 2;
 // through `progress`, finish() through the transport's own progress) keeps
 // the rings in flight moving: a rank waiting on piece p needs from its
 // peers only what they post before they wait on anything after p.
+//
+// With `stages`, each piece is filled just before its reduce-scatter and
+// drained just after its allgather, while the rings of its neighbours move.
 void pipelinedHierarchical(Communicator& host, Communicator& cross, uint8_t* data, size_t count,
-                           DataType type, size_t pieces, size_t shmChunkBytes) {
+                           DataType type, size_t pieces, size_t shmChunkBytes,
+                           AllreduceStages* stages) {
   const size_t elem = elementSize(type);
   const int l = host.rank(), L = host.size();
   auto pieceBegin = [&](size_t p) {
@@ -47,10 +51,12 @@ void pipelinedHierarchical(Communicator& host, Communicator& cross, uint8_t* dat
     inFlight.pop_front();
     sharedMemoryAllgather(host, data + done.begin * elem, done.count, type, shmChunkBytes,
                           progress);
+    if (stages) stages->drain(done.begin, done.begin + done.count);
   };
   for (size_t p = 0; p < pieces; ++p) {
     const size_t begin = pieceBegin(p), n = pieceBegin(p + 1) - begin;
     uint8_t* at = data + begin * elem;
+    if (stages) stages->fill(begin, begin + n);
     sharedMemoryReduceScatter(host, at, n, type, shmChunkBytes, progress);
     const size_t lo = chunkBegin(n, L, l), hi = chunkBegin(n, L, l + 1);
     inFlight.push_back(
@@ -65,8 +71,16 @@ void pipelinedHierarchical(Communicator& host, Communicator& cross, uint8_t* dat
 }  // namespace
 
 void HierarchicalAllreduce::reduce(Communicator& comm, void* data, size_t count, DataType type) {
-  AllreduceOptions inner = options_;
-  inner.checkSignature = false;  // run() already checked the whole call
+  reduceIn(comm, data, count, type, nullptr);
+}
+
+void HierarchicalAllreduce::reduceStaged(Communicator& comm, void* data, size_t count,
+                                         DataType type, AllreduceStages& stages) {
+  reduceIn(comm, data, count, type, &stages);
+}
+
+void HierarchicalAllreduce::reduceIn(Communicator& comm, void* data, size_t count, DataType type,
+                                     AllreduceStages* stages) {
   Communicator& host = comm.hostComm();
   Communicator& cross = comm.crossHostComm();
   const bool uniform = comm.uniformHosts();  // collective on first use: every rank calls it
@@ -89,9 +103,21 @@ void HierarchicalAllreduce::reduce(Communicator& comm, void* data, size_t count,
       pieceBytes ? std::min({kMaxPieces, count, count * elem / pieceBytes}) : size_t{1};
   // pollsRequests() is the same on every rank: one transport for the job.
   if (!oneHost && uniform && pieces >= 2 && cross.pollsRequests()) {
-    pipelinedHierarchical(host, cross, bytes, count, type, pieces, options_.shmChunkBytes);
+    pipelinedHierarchical(host, cross, bytes, count, type, pieces, options_.shmChunkBytes,
+                          stages);
     return;
   }
+  if (stages) stages->fill(0, count);
+  onePiece(host, cross, data, count, type, uniform, oneHost);
+  if (stages) stages->drain(0, count);
+}
+
+void HierarchicalAllreduce::onePiece(Communicator& host, Communicator& cross, void* data,
+                                     size_t count, DataType type, bool uniform, bool oneHost) {
+  AllreduceOptions inner = options_;
+  inner.checkSignature = false;  // run() already checked the whole call
+  const size_t elem = elementSize(type);
+  auto* bytes = static_cast<uint8_t*>(data);
 
   // (1) Sum inside the host through shared memory: all of it where one
   // host is all (done then) or where the leader alone crosses hosts; with

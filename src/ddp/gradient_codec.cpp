@@ -35,6 +35,13 @@ void divideBy(float* data, size_t count, int worldSize) {
   for (size_t i = 0; i < count; ++i) data[i] /= n;
 }
 
+void WireSum::sumStaged(void* data, size_t count, DataType type, AllreduceStages& stages) {
+  stages.fill(0, count);
+  sum(data, count, type);
+  const auto [lo, hi] = kept(count);
+  stages.drain(lo, hi);
+}
+
 int64_t BucketCodec::wireBytes(const Bucket& bucket) const {
   return bucket.numel * static_cast<int64_t>(elementSize(wireType()));
 }

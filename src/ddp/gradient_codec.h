@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "bigbatch/collectives/allreduce.h"
 #include "bigbatch/comm/communicator.h"
 #include "bigbatch/ddp/bucket_layout.h"
 #include "bigbatch/ddp/distributed_data_parallel.h"
@@ -52,6 +53,10 @@ class WireSum {
   virtual ~WireSum() = default;
   // Sums `count` elements of `type` at `data` across the ranks, in place.
   virtual void sum(void* data, size_t count, DataType type) = 0;
+  // The same sum, `data` filled and its kept range drained through `stages`
+  // (allreduce.h): piece by piece where the collective runs in pieces, so a
+  // codec's packing overlaps the wire. Here: fill all, sum, drain kept().
+  virtual void sumStaged(void* data, size_t count, DataType type, AllreduceStages& stages);
   // The elements [first, second) of a `count`-element sum this rank holds
   // afterwards.
   virtual std::pair<size_t, size_t> kept(size_t count) const = 0;

@@ -13,12 +13,31 @@ void HalfCodec::exchange(size_t index, const Bucket& bucket, float* data, WireSu
   std::vector<uint8_t>& bytes = wire_[index];
   const size_t width = elementSize(type_);
   bytes.resize(count * width);
-  packFloats(type_, bytes.data(), data, count, 1.0f / static_cast<float>(worldSize_));
-  wire.sum(bytes.data(), count, type_);
-  // Only the range this rank holds the sum of is unpacked.
-  const auto [lo, hi] = wire.kept(count);
-  unpackFloats(type_, data + lo, bytes.data() + lo * width, hi - lo,
-               result_ == BucketResult::kMean ? 1.0f : static_cast<float>(worldSize_));
+  // Packed and unpacked piece by piece inside the collective: where it runs
+  // in pieces (the pipelined hierarchical allreduce) the two passes over the
+  // bucket run while other pieces are on the wire, instead of before the
+  // first byte moves and after the last (docs/BENCHMARKS.md, "Horovod as the
+  // peer"). Only the range this rank holds the sum of is drained.
+  struct Stages : AllreduceStages {
+    DataType type;
+    uint8_t* wire;
+    float* data;
+    size_t width;
+    float packScale, unpackScale;
+    void fill(size_t begin, size_t end) override {
+      packFloats(type, wire + begin * width, data + begin, end - begin, packScale);
+    }
+    void drain(size_t begin, size_t end) override {
+      unpackFloats(type, data + begin, wire + begin * width, end - begin, unpackScale);
+    }
+  } stages;
+  stages.type = type_;
+  stages.wire = bytes.data();
+  stages.data = data;
+  stages.width = width;
+  stages.packScale = 1.0f / static_cast<float>(worldSize_);
+  stages.unpackScale = result_ == BucketResult::kMean ? 1.0f : static_cast<float>(worldSize_);
+  wire.sumStaged(bytes.data(), count, type_, stages);
 }
 
 }  // namespace bigbatch::ddp_detail

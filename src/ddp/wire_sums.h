@@ -21,6 +21,9 @@ class AllreduceWire : public WireSum {
   void sum(void* data, size_t count, DataType type) override {
     algorithm_.run(comm_, data, count, type);
   }
+  void sumStaged(void* data, size_t count, DataType type, AllreduceStages& stages) override {
+    algorithm_.run(comm_, data, count, type, stages);
+  }
   std::pair<size_t, size_t> kept(size_t count) const override { return {0, count}; }
   const char* operation() const override { return "the gradient allreduce"; }
 

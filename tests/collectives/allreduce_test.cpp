@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <mutex>
+#include <utility>
+
+#include <fmt/format.h>
 
 #include "bigbatch/collectives/allreduce.h"
 #include "bigbatch/comm/in_process_communicator.h"
@@ -130,6 +133,95 @@ TEST(Allreduce, HierarchicalBackToBackCallsStayExact) {
       }, perHost);
       EXPECT_TRUE(failures.empty()) << perHost << " per host, pieces of " << pipelineBytes
                                     << " B: " << failures.front();
+    }
+  }
+}
+
+// AllreduceStages: the buffer starts as garbage; fill() writes this rank's
+// input into each piece, drain() copies each piece's sum out. Every element
+// must be filled once and drained once, in ascending pieces, with the exact
+// sum drained; the pipelined hierarchical allreduce must fill pieces while
+// earlier ones are still in flight (a drain between fills), and every other
+// case fill all, then drain all.
+TEST(Allreduce, StagesFillAndDrainEveryElementOnceWithTheExactSum) {
+  struct Setup {
+    std::string algorithm;
+    int ranksPerHost;
+    size_t pipelineBytes;
+    bool pipelined;  // with 4 ranks, 2 a host, and 4000 elements
+  };
+  for (const Setup& setup : std::vector<Setup>{{"ring", 0, 0, false},
+                                              {"shm", 0, 0, false},
+                                              {"hierarchical", 2, 0, false},
+                                              {"hierarchical", 2, 256, true},
+                                              {"auto", 2, 256, true}}) {
+    AllreduceOptions o;
+    o.shmChunkBytes = 512;
+    o.pipelineBytes = setup.pipelineBytes;
+    auto algo = makeAllreduce(setup.algorithm, o);
+    for (int n : {1, 4}) {
+      for (size_t count : {size_t{0}, size_t{1}, size_t{4000}}) {
+        for (DataType t : {DataType::kFloat32, DataType::kFloat16}) {
+          std::mutex m;
+          std::vector<std::string> failures;
+          runInProcess(n, [&](Communicator& comm) {
+            const size_t elem = elementSize(t);
+            const auto input = makeInput(t, count, comm.rank());
+            std::vector<uint8_t> buf(count * elem, 0xff), out(count * elem, 0xff);
+            struct Recorder : AllreduceStages {
+              const uint8_t* input;
+              uint8_t* buf;
+              uint8_t* out;
+              size_t elem;
+              std::vector<std::pair<char, std::pair<size_t, size_t>>> calls;
+              void fill(size_t b, size_t e) override {
+                calls.push_back({'f', {b, e}});
+                std::copy(input + b * elem, input + e * elem, buf + b * elem);
+              }
+              void drain(size_t b, size_t e) override {
+                calls.push_back({'d', {b, e}});
+                std::copy(buf + b * elem, buf + e * elem, out + b * elem);
+              }
+            } stages;
+            stages.input = input.data();
+            stages.buf = buf.data();
+            stages.out = out.data();
+            stages.elem = elem;
+            algo->run(comm, buf.data(), count, t, stages);
+            std::string why;
+            size_t nextFill = 0, nextDrain = 0, fills = 0;
+            bool drainBetweenFills = false;
+            for (const auto& [kind, range] : stages.calls) {
+              size_t& next = kind == 'f' ? nextFill : nextDrain;
+              if (range.first != next || range.second <= range.first) {
+                why = fmt::format("{} [{}, {}) where [{}, ...) was next", kind, range.first,
+                                  range.second, next);
+                break;
+              }
+              next = range.second;
+              if (kind == 'f') ++fills;
+              if (kind == 'd' && nextFill < count) drainBetweenFills = true;
+            }
+            if (why.empty() && (nextFill != count || nextDrain != count)) {
+              why = fmt::format("filled to {}, drained to {} of {}", nextFill, nextDrain, count);
+            }
+            const bool pipelined = setup.pipelined && n == 4 && count == 4000;
+            if (why.empty() && pipelined != (fills > 1 && drainBetweenFills)) {
+              why = fmt::format("{} fills, a drain between fills: {}; expected {}", fills,
+                                drainBetweenFills, pipelined ? "pieces" : "one fill, one drain");
+            }
+            std::string first;
+            if (why.empty() && countWrong(t, out, count, n, &first)) why = "wrong sum at " + first;
+            if (!why.empty()) {
+              std::lock_guard<std::mutex> lock(m);
+              failures.push_back(fmt::format("rank {}: {}", comm.rank(), why));
+            }
+          }, setup.ranksPerHost);
+          EXPECT_TRUE(failures.empty())
+              << setup.algorithm << " pieces " << setup.pipelineBytes << " n=" << n << " count="
+              << count << " " << dataTypeName(t) << ": " << failures.front();
+        }
+      }
     }
   }
 }

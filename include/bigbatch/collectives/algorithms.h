@@ -109,6 +109,16 @@ class HierarchicalAllreduce : public Allreduce {
 
  protected:
   void reduce(Communicator& comm, void* data, size_t count, DataType type) override;
+  // Pipelined, each piece filled before its first phase and drained after
+  // its last (AllreduceStages).
+  void reduceStaged(Communicator& comm, void* data, size_t count, DataType type,
+                    AllreduceStages& stages) override;
+
+ private:
+  void reduceIn(Communicator& comm, void* data, size_t count, DataType type,
+                AllreduceStages* stages);
+  void onePiece(Communicator& host, Communicator& cross, void* data, size_t count, DataType type,
+                bool uniform, bool oneHost);
 };
 
 // MPI's own MPI_Allreduce (the reference every algorithm is measured

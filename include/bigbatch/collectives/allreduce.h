@@ -40,6 +40,25 @@ struct AllreduceOptions {
   bool tuneWithMpi = true;
 };
 
+// What a caller does to the buffer around the sum, piece by piece: fill()
+// writes this rank's values into elements [begin, end) just before the
+// algorithm first reads them, drain() reads the sum out of [begin, end) once
+// it is final. A codec packs and unpacks there (src/ddp/half_codec.cpp), so
+// that where the algorithm runs in pieces (the pipelined hierarchical
+// allreduce) its packing runs while the link is busy with earlier pieces,
+// not before the first byte moves. Every other algorithm fills all of the
+// buffer, sums, then drains all of it. Each element is filled once and
+// drained once, in ascending pieces; on an error some pieces may be drained
+// and the rest not.
+//
+// Threading: called on the thread that runs the allreduce, inside run().
+class AllreduceStages {
+ public:
+  virtual ~AllreduceStages() = default;
+  virtual void fill(size_t begin, size_t end) = 0;
+  virtual void drain(size_t begin, size_t end) = 0;
+};
+
 class Allreduce {
  public:
   explicit Allreduce(AllreduceOptions options) : options_(options) {}
@@ -49,9 +68,16 @@ class Allreduce {
   // Sums `count` elements of `type` at `data` over all ranks, in place.
   // Ranks that pass different counts or types get MismatchError on every rank.
   void run(Communicator& comm, void* data, size_t count, DataType type);
+  // The same sum, the buffer filled and drained through `stages`.
+  void run(Communicator& comm, void* data, size_t count, DataType type,
+           AllreduceStages& stages);
 
  protected:
   virtual void reduce(Communicator& comm, void* data, size_t count, DataType type) = 0;
+  // An algorithm that runs in pieces fills and drains each in turn; this
+  // one fills all, reduce()s, drains all.
+  virtual void reduceStaged(Communicator& comm, void* data, size_t count, DataType type,
+                            AllreduceStages& stages);
   AllreduceOptions options_;
 };
 

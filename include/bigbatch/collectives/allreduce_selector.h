@@ -89,8 +89,14 @@ class AutoAllreduce : public Allreduce {
 
  protected:
   void reduce(Communicator& comm, void* data, size_t count, DataType type) override;
+  void reduceStaged(Communicator& comm, void* data, size_t count, DataType type,
+                    AllreduceStages& stages) override;
 
  private:
+  // reduce() and reduceStaged() (stages null for the former): the same
+  // choice and tuning either way.
+  void dispatch(Communicator& comm, void* data, size_t count, DataType type,
+                AllreduceStages* stages);
   size_t pick(Communicator& comm, size_t bytes, bool& oneHost);
   static int sizeClassOf(size_t bytes);
   // Tuning state of one (communicator, size class).
