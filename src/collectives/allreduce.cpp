@@ -10,31 +10,33 @@
 namespace bigbatch {
 
 void Allreduce::run(Communicator& comm, void* data, size_t count, DataType type) {
-  if (options_.checkSignature && comm.size() > 1) {
-    checkSameSignature(comm, /*operation=*/1, count, type);
-  }
-  if (comm.size() == 1 || count == 0) return;
-  try {
-    reduce(comm, data, count, type);
-  } catch (const MismatchError& e) {
-    comm.postError(e.what());
-    throw;
-  }
+  runWith(comm, data, count, type, nullptr);
 }
 
 void Allreduce::run(Communicator& comm, void* data, size_t count, DataType type,
                     AllreduceStages& stages) {
+  runWith(comm, data, count, type, &stages);
+}
+
+void Allreduce::runWith(Communicator& comm, void* data, size_t count, DataType type,
+                        AllreduceStages* stages) {
   if (options_.checkSignature && comm.size() > 1) {
     checkSameSignature(comm, /*operation=*/1, count, type);
   }
   if (count == 0) return;
   if (comm.size() == 1) {  // the sum of one rank: its own values
-    stages.fill(0, count);
-    stages.drain(0, count);
+    if (stages) {
+      stages->fill(0, count);
+      stages->drain(0, count);
+    }
     return;
   }
   try {
-    reduceStaged(comm, data, count, type, stages);
+    if (stages) {
+      reduceStaged(comm, data, count, type, *stages);
+    } else {
+      reduce(comm, data, count, type);
+    }
   } catch (const MismatchError& e) {
     comm.postError(e.what());
     throw;

@@ -28,7 +28,9 @@ constexpr size_t kInFlight = 2;
 // peers only what they post before they wait on anything after p.
 //
 // With `stages`, each piece is filled just before its reduce-scatter and
-// drained just after its allgather, while the rings of its neighbours move.
+// drained just after its allgather, while the rings of its neighbours are
+// in flight; the rings are polled after each (MPI's TCP rendezvous moves
+// only while a rank polls).
 void pipelinedHierarchical(Communicator& host, Communicator& cross, uint8_t* data, size_t count,
                            DataType type, size_t pieces, size_t shmChunkBytes,
                            AllreduceStages* stages) {
@@ -51,12 +53,18 @@ void pipelinedHierarchical(Communicator& host, Communicator& cross, uint8_t* dat
     inFlight.pop_front();
     sharedMemoryAllgather(host, data + done.begin * elem, done.count, type, shmChunkBytes,
                           progress);
-    if (stages) stages->drain(done.begin, done.begin + done.count);
+    if (stages) {
+      stages->drain(done.begin, done.begin + done.count);
+      progress();
+    }
   };
   for (size_t p = 0; p < pieces; ++p) {
     const size_t begin = pieceBegin(p), n = pieceBegin(p + 1) - begin;
     uint8_t* at = data + begin * elem;
-    if (stages) stages->fill(begin, begin + n);
+    if (stages) {
+      stages->fill(begin, begin + n);
+      progress();
+    }
     sharedMemoryReduceScatter(host, at, n, type, shmChunkBytes, progress);
     const size_t lo = chunkBegin(n, L, l), hi = chunkBegin(n, L, l + 1);
     inFlight.push_back(
@@ -103,8 +111,7 @@ void HierarchicalAllreduce::reduceIn(Communicator& comm, void* data, size_t coun
       pieceBytes ? std::min({kMaxPieces, count, count * elem / pieceBytes}) : size_t{1};
   // pollsRequests() is the same on every rank: one transport for the job.
   if (!oneHost && uniform && pieces >= 2 && cross.pollsRequests()) {
-    pipelinedHierarchical(host, cross, bytes, count, type, pieces, options_.shmChunkBytes,
-                          stages);
+    pipelinedHierarchical(host, cross, bytes, count, type, pieces, options_.shmChunkBytes, stages);
     return;
   }
   if (stages) stages->fill(0, count);

@@ -142,84 +142,105 @@ TEST(Allreduce, HierarchicalBackToBackCallsStayExact) {
 // must be filled once and drained once, in ascending pieces, with the exact
 // sum drained; the pipelined hierarchical allreduce must fill pieces while
 // earlier ones are still in flight (a drain between fills), and every other
-// case fill all, then drain all.
+// case fill all, then drain all. "auto" without tuning always runs the
+// table's hierarchical (pipelined); with tuning, calls rotate through the
+// candidates (the ring among them) until a winner is kept, either way.
+enum class Staging { kOnePass, kPieces, kEither };
+
+// One staged call on this rank: "" if it filled, drained and summed as
+// `expect` says, else what went wrong.
+std::string stagedCall(Allreduce& algo, Communicator& comm, DataType t, size_t count,
+                       Staging expect) {
+  const size_t elem = elementSize(t);
+  const auto input = makeInput(t, count, comm.rank());
+  std::vector<uint8_t> buf(count * elem, 0xff), out(count * elem, 0xff);
+  struct Recorder : AllreduceStages {
+    Recorder(const uint8_t* input, uint8_t* buf, uint8_t* out, size_t elem)
+        : input(input), buf(buf), out(out), elem(elem) {}
+    void fill(size_t b, size_t e) override {
+      calls.push_back({'f', {b, e}});
+      std::copy(input + b * elem, input + e * elem, buf + b * elem);
+    }
+    void drain(size_t b, size_t e) override {
+      calls.push_back({'d', {b, e}});
+      std::copy(buf + b * elem, buf + e * elem, out + b * elem);
+    }
+    const uint8_t* input;
+    uint8_t *buf, *out;
+    size_t elem;
+    std::vector<std::pair<char, std::pair<size_t, size_t>>> calls;
+  } stages(input.data(), buf.data(), out.data(), elem);
+  algo.run(comm, buf.data(), count, t, stages);
+
+  size_t nextFill = 0, nextDrain = 0, fills = 0;
+  bool drainBetweenFills = false;
+  for (const auto& [kind, range] : stages.calls) {
+    size_t& next = kind == 'f' ? nextFill : nextDrain;
+    if (range.first != next || range.second <= range.first) {
+      return fmt::format("{} [{}, {}) where [{}, ...) was next", kind, range.first, range.second,
+                         next);
+    }
+    next = range.second;
+    if (kind == 'f') ++fills;
+    if (kind == 'd' && nextFill < count) drainBetweenFills = true;
+  }
+  if (nextFill != count || nextDrain != count) {
+    return fmt::format("filled to {}, drained to {} of {}", nextFill, nextDrain, count);
+  }
+  const bool pieces = fills > 1 && drainBetweenFills;
+  const bool onePass = fills == 1 && !drainBetweenFills;
+  if (count > 0 && ((expect == Staging::kPieces && !pieces) ||
+                    (expect == Staging::kOnePass && !onePass) ||
+                    (expect == Staging::kEither && !pieces && !onePass))) {
+    return fmt::format("{} fills, a drain between fills: {}", fills, drainBetweenFills);
+  }
+  std::string first;
+  if (countWrong(t, out, count, comm.size(), &first)) return "wrong sum at " + first;
+  return "";
+}
+
 TEST(Allreduce, StagesFillAndDrainEveryElementOnceWithTheExactSum) {
   struct Setup {
     std::string algorithm;
     int ranksPerHost;
     size_t pipelineBytes;
-    bool pipelined;  // with 4 ranks, 2 a host, and 4000 elements
+    Staging expect;  // with 4 ranks, 2 a host, and 4000 elements; else one pass
+    int tuneTrials = 0;
+    int calls = 1;  // per (ranks, count, type)
   };
-  for (const Setup& setup : std::vector<Setup>{{"ring", 0, 0, false},
-                                              {"shm", 0, 0, false},
-                                              {"hierarchical", 2, 0, false},
-                                              {"hierarchical", 2, 256, true},
-                                              {"auto", 2, 256, true}}) {
+  const std::vector<Setup> setups = {
+      {"ring", 0, 0, Staging::kOnePass},
+      {"shm", 0, 0, Staging::kOnePass},
+      {"hierarchical", 2, 0, Staging::kOnePass},
+      {"hierarchical", 3, 256, Staging::kOnePass},  // hosts of 3 and 1: not pipelined
+      {"hierarchical", 2, 256, Staging::kPieces},
+      {"auto", 2, 256, Staging::kPieces},
+      {"auto", 2, 256, Staging::kEither, /*tuneTrials=*/2, /*calls=*/8}};
+  for (const Setup& setup : setups) {
     AllreduceOptions o;
     o.shmChunkBytes = 512;
     o.pipelineBytes = setup.pipelineBytes;
+    o.tuneTrials = setup.tuneTrials;
     auto algo = makeAllreduce(setup.algorithm, o);
     for (int n : {1, 4}) {
       for (size_t count : {size_t{0}, size_t{1}, size_t{4000}}) {
         for (DataType t : {DataType::kFloat32, DataType::kFloat16}) {
+          const Staging expect = n == 4 && count == 4000 ? setup.expect : Staging::kOnePass;
           std::mutex m;
           std::vector<std::string> failures;
           runInProcess(n, [&](Communicator& comm) {
-            const size_t elem = elementSize(t);
-            const auto input = makeInput(t, count, comm.rank());
-            std::vector<uint8_t> buf(count * elem, 0xff), out(count * elem, 0xff);
-            struct Recorder : AllreduceStages {
-              const uint8_t* input;
-              uint8_t* buf;
-              uint8_t* out;
-              size_t elem;
-              std::vector<std::pair<char, std::pair<size_t, size_t>>> calls;
-              void fill(size_t b, size_t e) override {
-                calls.push_back({'f', {b, e}});
-                std::copy(input + b * elem, input + e * elem, buf + b * elem);
+            for (int call = 0; call < setup.calls; ++call) {
+              const std::string why = stagedCall(*algo, comm, t, count, expect);
+              if (!why.empty()) {
+                std::lock_guard<std::mutex> lock(m);
+                failures.push_back(fmt::format("rank {} call {}: {}", comm.rank(), call, why));
               }
-              void drain(size_t b, size_t e) override {
-                calls.push_back({'d', {b, e}});
-                std::copy(buf + b * elem, buf + e * elem, out + b * elem);
-              }
-            } stages;
-            stages.input = input.data();
-            stages.buf = buf.data();
-            stages.out = out.data();
-            stages.elem = elem;
-            algo->run(comm, buf.data(), count, t, stages);
-            std::string why;
-            size_t nextFill = 0, nextDrain = 0, fills = 0;
-            bool drainBetweenFills = false;
-            for (const auto& [kind, range] : stages.calls) {
-              size_t& next = kind == 'f' ? nextFill : nextDrain;
-              if (range.first != next || range.second <= range.first) {
-                why = fmt::format("{} [{}, {}) where [{}, ...) was next", kind, range.first,
-                                  range.second, next);
-                break;
-              }
-              next = range.second;
-              if (kind == 'f') ++fills;
-              if (kind == 'd' && nextFill < count) drainBetweenFills = true;
-            }
-            if (why.empty() && (nextFill != count || nextDrain != count)) {
-              why = fmt::format("filled to {}, drained to {} of {}", nextFill, nextDrain, count);
-            }
-            const bool pipelined = setup.pipelined && n == 4 && count == 4000;
-            if (why.empty() && pipelined != (fills > 1 && drainBetweenFills)) {
-              why = fmt::format("{} fills, a drain between fills: {}; expected {}", fills,
-                                drainBetweenFills, pipelined ? "pieces" : "one fill, one drain");
-            }
-            std::string first;
-            if (why.empty() && countWrong(t, out, count, n, &first)) why = "wrong sum at " + first;
-            if (!why.empty()) {
-              std::lock_guard<std::mutex> lock(m);
-              failures.push_back(fmt::format("rank {}: {}", comm.rank(), why));
             }
           }, setup.ranksPerHost);
           EXPECT_TRUE(failures.empty())
-              << setup.algorithm << " pieces " << setup.pipelineBytes << " n=" << n << " count="
-              << count << " " << dataTypeName(t) << ": " << failures.front();
+              << setup.algorithm << ", " << setup.ranksPerHost << " a host, pieces of "
+              << setup.pipelineBytes << " B, tuning " << setup.tuneTrials << ", n=" << n
+              << " count=" << count << " " << dataTypeName(t) << ": " << failures.front();
         }
       }
     }

@@ -49,9 +49,13 @@ struct AllreduceOptions {
 // not before the first byte moves. Every other algorithm fills all of the
 // buffer, sums, then drains all of it. Each element is filled once and
 // drained once, in ascending pieces; on an error some pieces may be drained
-// and the rest not.
+// and the rest not. With "auto", a staged call's tuning times the fill and
+// drain too (serial for the ring, hidden by the pipeline), in the same
+// size class as unstaged calls: a job sends a size class through a codec
+// or not, seldom both.
 //
-// Threading: called on the thread that runs the allreduce, inside run().
+// Threading: called on the thread that runs the allreduce, inside run();
+// fill() and drain() touch memory only, never the communicator.
 class AllreduceStages {
  public:
   virtual ~AllreduceStages() = default;
@@ -69,8 +73,7 @@ class Allreduce {
   // Ranks that pass different counts or types get MismatchError on every rank.
   void run(Communicator& comm, void* data, size_t count, DataType type);
   // The same sum, the buffer filled and drained through `stages`.
-  void run(Communicator& comm, void* data, size_t count, DataType type,
-           AllreduceStages& stages);
+  void run(Communicator& comm, void* data, size_t count, DataType type, AllreduceStages& stages);
 
  protected:
   virtual void reduce(Communicator& comm, void* data, size_t count, DataType type) = 0;
@@ -79,6 +82,10 @@ class Allreduce {
   virtual void reduceStaged(Communicator& comm, void* data, size_t count, DataType type,
                             AllreduceStages& stages);
   AllreduceOptions options_;
+
+ private:
+  void runWith(Communicator& comm, void* data, size_t count, DataType type,
+               AllreduceStages* stages);
 };
 
 // Names: "auto" (the size/topology table of allreduce_selector.h, default
