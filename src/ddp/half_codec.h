@@ -12,7 +12,9 @@
 // addition; the shared-memory reduction of many ranks' slices
 // (sum_into.cpp) accumulates in fp32 and rounds once. Either way every
 // rank ends with the same bits: each chunk's sum is computed once and
-// copied, or in the same order on every rank.
+// copied, or in the same order on every rank. Packing and unpacking run
+// inside the collective, piece by piece where it is pipelined
+// (AllreduceStages, collectives/allreduce.h).
 //
 // Threading: as GradientCodec. Internal to src/ddp.
 #pragma once

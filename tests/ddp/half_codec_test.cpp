@@ -1,8 +1,8 @@
 // The 16-bit wire (src/ddp/half_codec.h) packs and unpacks inside the
 // collective (AllreduceStages): piece by piece where the hierarchical
 // allreduce runs pipelined across hosts (counted through a wrapping wire:
-// one staged call, a fill per piece). The result must be the same bits
-// as packing the whole bucket, summing it, and unpacking it — on 4
+// one staged call, a fill and a drain per piece). The result must be the
+// same bits as packing the whole bucket, summing it, and unpacking it — on 4
 // in-process ranks, 2 a host, in pieces of 256 bytes; for the sum and the
 // mean; and under the reduce-scatter (ZeRO-1), only this rank's chunk
 // unpacked, the rest of the bucket left as it was.
@@ -39,21 +39,25 @@ class CountingWire : public ddp_detail::WireSum {
   }
   void sumStaged(void* data, size_t count, DataType type, AllreduceStages& stages) override {
     struct Counting : AllreduceStages {
-      Counting(AllreduceStages& inner, int& fills) : inner(inner), fills(fills) {}
+      Counting(AllreduceStages& inner, int& fills, int& drains)
+          : inner(inner), fills(fills), drains(drains) {}
       void fill(size_t b, size_t e) override {
         ++fills;
         inner.fill(b, e);
       }
-      void drain(size_t b, size_t e) override { inner.drain(b, e); }
+      void drain(size_t b, size_t e) override {
+        ++drains;
+        inner.drain(b, e);
+      }
       AllreduceStages& inner;
-      int& fills;
-    } counting(stages, fills);
+      int &fills, &drains;
+    } counting(stages, fills, drains);
     ++stagedCalls;
     inner_.sumStaged(data, count, type, counting);
   }
   std::pair<size_t, size_t> kept(size_t count) const override { return inner_.kept(count); }
   const char* operation() const override { return inner_.operation(); }
-  int plainCalls = 0, stagedCalls = 0, fills = 0;
+  int plainCalls = 0, stagedCalls = 0, fills = 0, drains = 0;
 
  private:
   ddp_detail::WireSum& inner_;
@@ -97,8 +101,8 @@ TEST(HalfCodec, StagedInPiecesGivesTheBitsOfPackSumUnpack) {
                   reduceScatter ? static_cast<ddp_detail::WireSum&>(scatter) : allreduce;
               CountingWire counting(wire);
               codec.exchange(0, bucket, staged.data(), counting);
-              // Through the allreduce, the pipeline's 39 pieces; the
-              // reduce-scatter fills all at once.
+              // Through the allreduce, the pipeline's 39 pieces, each filled and
+              // drained; the reduce-scatter fills all and drains its chunk.
               const int fillsExpected = reduceScatter ? 1 : 39;
 
               // The reference: the whole bucket packed, summed, unpacked.
@@ -121,14 +125,15 @@ TEST(HalfCodec, StagedInPiecesGivesTheBitsOfPackSumUnpack) {
               size_t kept = hi - lo;
               if (wrong || (reduceScatter && (kept == 0 || kept == kCount)) ||
                   counting.plainCalls != 0 || counting.stagedCalls != 1 ||
-                  counting.fills != fillsExpected) {
+                  counting.fills != fillsExpected || counting.drains != fillsExpected) {
                 std::lock_guard<std::mutex> lock(m);
                 failures.push_back("rank " + std::to_string(comm.rank()) + ": " +
                                    std::to_string(wrong) + " differ, first at " +
                                    std::to_string(first) + ", kept " + std::to_string(kept) +
                                    "; sum " + std::to_string(counting.plainCalls) + ", staged " +
                                    std::to_string(counting.stagedCalls) + " with " +
-                                   std::to_string(counting.fills) + " fills, " +
+                                   std::to_string(counting.fills) + " fills and " +
+                                   std::to_string(counting.drains) + " drains, " +
                                    std::to_string(fillsExpected) + " expected");
               }
             },

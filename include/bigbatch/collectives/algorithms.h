@@ -110,7 +110,8 @@ class HierarchicalAllreduce : public Allreduce {
  protected:
   void reduce(Communicator& comm, void* data, size_t count, DataType type) override;
   // Pipelined, each piece filled before its first phase and drained after
-  // its last (AllreduceStages).
+  // its last (AllreduceStages); where it runs in one piece (one host,
+  // unequal hosts, Gloo's transport), fill all, sum, drain all.
   void reduceStaged(Communicator& comm, void* data, size_t count, DataType type,
                     AllreduceStages& stages) override;
 

@@ -49,13 +49,16 @@ struct AllreduceOptions {
 // not before the first byte moves. Every other algorithm fills all of the
 // buffer, sums, then drains all of it. Each element is filled once and
 // drained once, in ascending pieces; on an error some pieces may be drained
-// and the rest not. With "auto", a staged call's tuning times the fill and
-// drain too (serial for the ring, hidden by the pipeline), in the same
-// size class as unstaged calls: a job sends a size class through a codec
-// or not, seldom both.
+// and later ones never filled. With "auto", a staged call's tuning times the
+// fill and drain too (serial for the ring, hidden by the pipeline), in the
+// same size class as unstaged calls: a job sends a size class through a
+// codec or not, seldom both.
 //
-// Threading: called on the thread that runs the allreduce, inside run();
-// fill() and drain() touch memory only, never the communicator.
+// Threading: called on the thread that runs the allreduce, inside run(),
+// while other pieces of the same buffer are on the wire: fill() and drain()
+// touch only [begin, end) of the buffer and memory of their own, never the
+// communicator. They must not throw: the peers would learn of it only at
+// their deadline.
 class AllreduceStages {
  public:
   virtual ~AllreduceStages() = default;
